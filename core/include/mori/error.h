@@ -1,0 +1,58 @@
+/*
+ * error.h - mori-symm's error codes and the thread-local message that says
+ * which call failed and why.  Functions return 0 or a negative MORI_E*; the
+ * detail (the failing call, the runtime's error name and code, the peer)
+ * goes to mori_last_error(), which the CLI and the torch adapter surface
+ * verbatim.
+ */
+#ifndef MORI_ERROR_H
+#define MORI_ERROR_H
+
+#include "mori/hip_shim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  MORI_OK = 0,
+  MORI_EINVAL = -1,    /* bad argument */
+  MORI_ENOMEM = -2,    /* host allocation failed */
+  MORI_EHIP = -3,      /* a shim (GPU runtime) call failed */
+  MORI_ETIMEDOUT = -4, /* a peer did not arrive in time */
+  MORI_EPROTO = -5,    /* malformed, foreign, stale or duplicate message */
+  MORI_ESTATE = -6,    /* illegal state transition or broken invariant */
+  MORI_EIO = -7,       /* an OS call failed */
+  MORI_EMISMATCH = -8, /* peers disagree (sizes, handle types, hosts, devices) */
+  MORI_ENOTFOUND = -9, /* unknown pointer or key */
+  MORI_ENOTSUP = -10,  /* not supported by this configuration */
+  MORI_EAUTH = -11,    /* credentials do not match the sender's request */
+  MORI_ERANGE = -12,   /* rank, channel or size out of bounds */
+  MORI_E__LAST = -12
+};
+
+/* "MORI_ETIMEDOUT" and a short description. */
+const char *mori_strerror(int code);
+const char *mori_error_name(int code);
+/* The thread's last error message ("" if none). */
+const char *mori_last_error(void);
+void mori_clear_error(void);
+
+/* Private: set the message and return code. */
+int mori__error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Private: a failed shim call; the message names the call, the HIP error and
+ * the shim's detail.  Returns MORI_EHIP. */
+int mori__hip_error(const char *call, hipError_t err);
+/* Private: prefix the current message with context ("rank 2 window 7: "). */
+void mori__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define MORI_GUARD(expr)                                                             \
+  do {                                                                               \
+    int mori__rc = (expr);                                                           \
+    if (mori__rc < 0) return mori__rc;                                               \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,52 @@
+/*
+ * protocol.h - the checks rendezvous makes on what other processes sent:
+ * the gathered world of requests, and each fd datagram against the request
+ * of the rank it claims to come from.  Pure functions over decoded data, so
+ * they are fuzz targets; each failure names the defect and the ranks.
+ */
+#ifndef MORI_PROTOCOL_H
+#define MORI_PROTOCOL_H
+
+#include "mori/wire.h"
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mori_world_info {
+  uint32_t handle_type;          /* the one type every rank exported */
+  int same_host;                 /* all host ids equal */
+  int world_within_direct_access;/* every peer reachable by load/store */
+  uint64_t alloc_size;           /* the stride of the span */
+} mori_world_info;
+
+/* Checks reqs[0..world) gathered by rank self: each reqs[i].rank == i and
+ * world_size == world; equal alloc/buffer/pad sizes; one handle type;
+ * distinct devices among ranks of one host; one host for the fd path (a
+ * group spanning hosts without fabric handles is an error saying so);
+ * distinct nonces.  Returns 0 and fills info, or MORI_EMISMATCH /
+ * MORI_EPROTO with mori_last_error() naming the field and ranks. */
+int mori_validate_world(const mori_request *reqs, int world, int self, mori_world_info *info);
+
+/* What the receiver knows when a datagram arrives. */
+typedef struct mori_datagram_expect {
+  uint64_t window_seq;
+  int self_rank;
+  int world;
+  const mori_request *reqs; /* the validated world */
+  const uint8_t *seen;      /* world flags: a datagram from rank r already taken */
+} mori_datagram_expect;
+
+/* Checks a decoded datagram and the SO_PASSCRED credentials it came with:
+ * sender in range and not self, receiver is self, sequence current, both
+ * nonces match the requests, pid and uid equal the sender's request, not a
+ * duplicate, exactly one fd attached (nfds).  0, or MORI_EPROTO (stale,
+ * duplicate, malformed) / MORI_EAUTH (credentials or nonce) with a message. */
+int mori_validate_datagram(const mori_datagram *d, pid_t pid, uid_t uid, int nfds,
+                           const mori_datagram_expect *x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,105 @@
+/*
+ * symm.h - the public C API of mori-symm: symmetric allocations, their
+ * rendezvous into windows, and the windows' pointer tables and signals.
+ *
+ * Every allocation is an independent VMM allocation; free() is purely
+ * local.  A rendezvous is collective over a group (every rank calls it with
+ * the same group name, in the same order per group) and builds one flat VA
+ * span of world_size x stride with every rank's memory in its slot.
+ * Functions return 0 or a negative MORI_E*; mori_last_error() says why.
+ */
+#ifndef MORI_SYMM_H
+#define MORI_SYMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mori/error.h"
+#include "mori/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- process-wide settings (before the first allocation) ---- */
+
+/* torch's default signal pad is 9216 bytes; 0 turns the pad off.  The block
+ * carries the torch-visible pad and, after it, a private counter area of
+ * the same size for barrier/put_signal/wait_signal. */
+#define MORI_SYMM_DEFAULT_SIGNAL_PAD 9216
+void mori_symm_set_signal_pad_size(size_t bytes);
+size_t mori_symm_signal_pad_size(void);
+/* Rendezvous and signal timeout (ms); default 30000 or MORI_SYMM_TIMEOUT_MS. */
+void mori_symm_set_timeout_ms(int ms);
+int mori_symm_timeout_ms(void);
+/* Teardown on by default; MORI_SYMM_TEARDOWN=0 leaves windows mapped at exit. */
+int mori_symm_teardown_enabled(void);
+
+/* ---- allocations ---- */
+
+/* Allocates at least size bytes on device: probe (cached), granularity,
+ * create, reserve, map, grant access, zero.  The pointer is the block base. */
+int mori_symm_alloc(size_t size, int device, void **ptr);
+/* Frees the block containing ptr (its base); windows on it are torn down
+ * first.  Purely local. */
+int mori_symm_free(void *ptr);
+/* The buffer size of the block covering ptr (interior pointers allowed)
+ * and, optionally, ptr's offset in it. */
+int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset);
+
+/* The handle type the probe picks for device: hipMemHandleTypeFabric only if
+ * create AND export both succeed; why says which step failed. */
+int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen);
+
+/* ---- windows ---- */
+
+typedef struct mori_window mori_window;
+
+/* Collective over group (rank/world of this process in it; store shared by
+ * the group).  ptr may be interior to a block; *offset receives its offset.
+ * A repeated call for the same (block, group) is a table lookup. */
+int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
+                         mori_store *store, mori_window **out, size_t *offset);
+
+int mori_window_rank(const mori_window *w);
+int mori_window_world_size(const mori_window *w);
+int mori_window_device(const mori_window *w);
+size_t mori_window_buffer_size(const mori_window *w);
+size_t mori_window_signal_pad_size(const mori_window *w);
+int mori_window_handle_type(const mori_window *w);
+int mori_window_world_within_direct_access(const mori_window *w);
+/* Host arrays of world_size peer pointers (peer r's block base, r's pad). */
+void *const *mori_window_buffer_ptrs(const mori_window *w);
+void *const *mori_window_signal_pad_ptrs(const mori_window *w);
+/* The same arrays in device memory, for kernels. */
+void *mori_window_buffer_ptrs_dev(const mori_window *w);
+void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
+/* The span: base and stride (slot r = base + r * stride). */
+void *mori_window_span(const mori_window *w, size_t *stride);
+
+/* Stream-ordered signals over the private counter area of the pad:
+ * put_signal bumps this rank's cell in dst's pad; wait_signal waits for
+ * src's cell in ours; barrier = put to all + wait on all.  stream is the
+ * runtime's stream handle (NULL: default).  On sim the wait is bounded by
+ * timeout_ms (0: the process default); on a GPU it is enqueued. */
+int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
+                           int timeout_ms);
+int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
+                            int timeout_ms);
+int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms);
+int mori_window_max_channels(const mori_window *w);
+
+/* Tears down every window and block (teardown order of DESIGN.md).  Called
+ * from an atexit hook by the torch adapter and the CLI. */
+int mori_symm_release_all(void);
+
+/* Counts for tests: live blocks, live windows, rendezvous cache hits. */
+typedef struct mori_symm_stats {
+  long blocks, windows, cache_hits, rendezvous;
+} mori_symm_stats;
+void mori_symm_stats_get(mori_symm_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

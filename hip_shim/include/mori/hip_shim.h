@@ -1,0 +1,243 @@
+/*
+ * hip_shim.h - the one seam between mori-symm and a GPU runtime.
+ *
+ * Types mirror HIP's ABI (ROCm >= 6.2).  Every function is exported from
+ * libmori_hip_shim.so as mori_<hipName> (never the bare HIP name, because
+ * torch on ROCm loads the real libamdhip64 into the same process) and is
+ * called through the PLT, so libmori_faultinject.so can interpose any of
+ * them with LD_PRELOAD.  Backends: sim (host-memory VMM emulator), cuda
+ * (NVIDIA driver API), hip (ROCm), chosen by MORI_SYMM_SHIM or
+ * mori_shim_select().
+ */
+#ifndef MORI_HIP_SHIM_H
+#define MORI_HIP_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- types mirroring HIP (values from hip_runtime_api.h, ROCm >= 6.2) -- */
+
+typedef enum hipError_t {
+  hipSuccess = 0,
+  hipErrorInvalidValue = 1,
+  hipErrorOutOfMemory = 2,
+  hipErrorNotInitialized = 3,
+  hipErrorInvalidDevice = 101,
+  hipErrorInvalidContext = 201,
+  hipErrorMapFailed = 205,
+  hipErrorUnmapFailed = 206,
+  hipErrorAlreadyMapped = 208,
+  hipErrorNotMapped = 211,
+  hipErrorInvalidHandle = 400,
+  hipErrorNotFound = 500,
+  hipErrorNotReady = 600,
+  hipErrorPeerAccessUnsupported = 217,
+  hipErrorIllegalAddress = 700,
+  hipErrorLaunchFailure = 719,
+  hipErrorNotSupported = 801,
+  hipErrorLaunchTimeOut = 702,  /* sim: a stream wait that timed out */
+  hipErrorUnknown = 999,
+  hipErrorRuntimeOther = 1053   /* the shim: backend not built or not available */
+} hipError_t;
+
+typedef enum hipMemAllocationType {
+  hipMemAllocationTypeInvalid = 0x0,
+  hipMemAllocationTypePinned = 0x1,
+  hipMemAllocationTypeUncached = 0x40000000,
+  hipMemAllocationTypeMax = 0x7FFFFFFF
+} hipMemAllocationType;
+
+typedef enum hipMemAllocationHandleType {
+  hipMemHandleTypeNone = 0x0,
+  hipMemHandleTypePosixFileDescriptor = 0x1,
+  hipMemHandleTypeWin32 = 0x2,
+  hipMemHandleTypeWin32Kmt = 0x4,
+  hipMemHandleTypeFabric = 0x8  /* declared from ROCm 7.14; value is ABI */
+} hipMemAllocationHandleType;
+
+typedef enum hipMemLocationType {
+  hipMemLocationTypeInvalid = 0,
+  hipMemLocationTypeDevice = 1
+} hipMemLocationType;
+
+typedef enum hipMemAccessFlags {
+  hipMemAccessFlagsProtNone = 0,
+  hipMemAccessFlagsProtRead = 1,
+  hipMemAccessFlagsProtReadWrite = 3
+} hipMemAccessFlags;
+
+typedef enum hipMemAllocationGranularity_flags {
+  hipMemAllocationGranularityMinimum = 0x0,
+  hipMemAllocationGranularityRecommended = 0x1
+} hipMemAllocationGranularity_flags;
+
+typedef enum hipMemcpyKind {
+  hipMemcpyHostToHost = 0,
+  hipMemcpyHostToDevice = 1,
+  hipMemcpyDeviceToHost = 2,
+  hipMemcpyDeviceToDevice = 3,
+  hipMemcpyDefault = 4
+} hipMemcpyKind;
+
+/* hipStreamWaitValue32 flags (same numbers as CU_STREAM_WAIT_VALUE_*). */
+enum {
+  hipStreamWaitValueGte = 0x0,
+  hipStreamWaitValueEq = 0x1,
+  hipStreamWaitValueAnd = 0x2,
+  hipStreamWaitValueNor = 0x3
+};
+
+/* HIP's own hipDeviceAttribute_t numbers shift between releases, so the shim
+ * defines stable values of its own and each backend translates them. */
+typedef enum hipDeviceAttribute_t {
+  moriDeviceAttributeMultiprocessorCount = 1,
+  moriDeviceAttributeVirtualMemoryManagementSupported = 2,
+  moriDeviceAttributePciBusId = 3,
+  moriDeviceAttributePciDeviceId = 4,
+  moriDeviceAttributeFabricHandleSupported = 5 /* a hint only: the probe decides */
+} hipDeviceAttribute_t;
+
+typedef struct hipMemLocation {
+  hipMemLocationType type;
+  int id;
+} hipMemLocation;
+
+typedef struct hipMemAllocationProp {
+  hipMemAllocationType type;
+  hipMemAllocationHandleType requestedHandleType; /* one type, not a mask */
+  hipMemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+  } allocFlags;
+} hipMemAllocationProp;
+
+typedef struct hipMemAccessDesc {
+  hipMemLocation location;
+  hipMemAccessFlags flags;
+} hipMemAccessDesc;
+
+#define MORI_HIP_FABRIC_HANDLE_SIZE 64
+typedef struct hipMemFabricHandle_t {
+  unsigned char data[MORI_HIP_FABRIC_HANDLE_SIZE];
+} hipMemFabricHandle_t;
+
+typedef struct ihipMemGenericAllocationHandle *hipMemGenericAllocationHandle_t;
+typedef struct ihipStream_t *hipStream_t;
+typedef void *hipDeviceptr_t;
+
+/* The ABI is what mori's HIP backend passes to libamdhip64 by pointer. */
+_Static_assert(sizeof(hipMemLocation) == 8, "hipMemLocation ABI");
+_Static_assert(sizeof(hipMemAllocationProp) == 32, "hipMemAllocationProp ABI");
+_Static_assert(offsetof(hipMemAllocationProp, requestedHandleType) == 4, "ABI");
+_Static_assert(offsetof(hipMemAllocationProp, location) == 8, "ABI");
+_Static_assert(offsetof(hipMemAllocationProp, win32HandleMetaData) == 16, "ABI");
+_Static_assert(offsetof(hipMemAllocationProp, allocFlags) == 24, "ABI");
+_Static_assert(sizeof(hipMemAccessDesc) == 12, "hipMemAccessDesc ABI");
+_Static_assert(sizeof(hipMemFabricHandle_t) == 64, "fabric handle ABI");
+_Static_assert(sizeof(hipError_t) == 4, "hipError_t ABI");
+
+/* ---- the shim's functions (one per HIP call; same contract as HIP) ---- */
+
+hipError_t mori_hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                             const hipMemAllocationProp *prop, unsigned long long flags);
+hipError_t mori_hipMemRelease(hipMemGenericAllocationHandle_t handle);
+hipError_t mori_hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle,
+                                             void *addr);
+hipError_t mori_hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                     unsigned long long flags);
+hipError_t mori_hipMemAddressFree(void *ptr, size_t size);
+hipError_t mori_hipMemMap(void *ptr, size_t size, size_t offset,
+                          hipMemGenericAllocationHandle_t handle, unsigned long long flags);
+hipError_t mori_hipMemUnmap(void *ptr, size_t size);
+hipError_t mori_hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                size_t count);
+hipError_t mori_hipMemGetAllocationGranularity(size_t *granularity,
+                                               const hipMemAllocationProp *prop,
+                                               hipMemAllocationGranularity_flags option);
+/* POSIX fd: shareableHandle points to an int that receives a new fd.
+ * Fabric: shareableHandle points to a hipMemFabricHandle_t. */
+hipError_t mori_hipMemExportToShareableHandle(void *shareableHandle,
+                                              hipMemGenericAllocationHandle_t handle,
+                                              hipMemAllocationHandleType handleType,
+                                              unsigned long long flags);
+/* The shim's convention is fixed whatever the ROCm version: POSIX fd by
+ * value, (void *)(intptr_t)fd; fabric: pointer to the 64-byte handle.  The
+ * hip backend converts for ROCm < 7.1, which takes a pointer to the fd.
+ * The caller keeps ownership of the fd. */
+hipError_t mori_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
+                                                void *osHandle,
+                                                hipMemAllocationHandleType shHandleType);
+
+hipError_t mori_hipMalloc(void **ptr, size_t size);
+hipError_t mori_hipFree(void *ptr);
+hipError_t mori_hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind);
+hipError_t mori_hipMemset(void *dst, int value, size_t size);
+hipError_t mori_hipGetDevice(int *device);
+hipError_t mori_hipSetDevice(int device);
+hipError_t mori_hipGetDeviceCount(int *count);
+hipError_t mori_hipDeviceSynchronize(void);
+hipError_t mori_hipStreamSynchronize(hipStream_t stream);
+hipError_t mori_hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                      unsigned int flags);
+hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                     unsigned int flags, uint32_t mask);
+hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device);
+hipError_t mori_hipGetLastError(void);
+hipError_t mori_hipRuntimeGetVersion(int *version);
+
+/* The fd channel's socket calls and fd closes go through the seam too, so
+ * that datagram faults (drop, duplicate, reorder, forge) are injectable. */
+ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags);
+int mori_close(int fd);
+
+/* ---- shim control ---- */
+
+/* "auto", "sim", "cuda" or "hip".  Must come before the first call; later
+ * it succeeds only if it names the backend already active.  Returns 0, or
+ * -1 with mori_shim_message() saying why (e.g. backend not built). */
+int mori_shim_select(const char *name);
+/* Name of the active backend, selecting it from MORI_SYMM_SHIM if needed;
+ * NULL if it could not be brought up (mori_shim_message() says why). */
+const char *mori_shim_backend(void);
+/* Thread-local detail of the last failed shim call: the backend's own
+ * error name and code, e.g. "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)",
+ * or the sim contract rule that was violated. */
+const char *mori_shim_message(void);
+/* "hipErrorOutOfMemory" etc.; "hipError(<n>)" for values not in the table. */
+const char *mori_hipGetErrorName(hipError_t err);
+
+/* The ledger of live runtime resources made through the shim in this
+ * process: physical handles, reservations, mappings, exported fds, device
+ * allocations.  Counts are for every backend, so "0 leaks" is checkable on
+ * real GPUs too. */
+typedef struct mori_shim_ledger_counts {
+  long handles;      /* created + imported + retained - released */
+  long reservations; /* AddressReserve - AddressFree */
+  long mappings;     /* Map - Unmap (per mapping) */
+  long exported_fds; /* exported fds not yet closed with mori_close */
+  long device_allocs;/* hipMalloc - hipFree */
+} mori_shim_ledger_counts;
+void mori_shim_ledger(mori_shim_ledger_counts *out);
+long mori_shim_ledger_total(void);
+/* Writes "0 leaks" or one line per live resource; returns the count.
+ * MORI_SHIM_LEDGER_REPORT=1 prints it to stderr at exit. */
+long mori_shim_ledger_report(FILE *out);
+
+/* The HIP version the active backend reports, e.g. 70100000. */
+int mori_shim_runtime_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MORI_HIP_SHIM_H */

@@ -1,0 +1,460 @@
+/*
+ * shim.c - the exported mori_hip* entry points and what all backends share:
+ * backend selection, the thread-local last error and detail message, and the
+ * ledger of live runtime resources.
+ *
+ * Every entry point has the same shape: bring the backend up, call its table
+ * entry, record what was acquired or released, store the result as the
+ * thread's last error.  Nothing here knows which runtime is underneath.
+ */
+#include "shim_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- error names ---- */
+
+static const struct {
+  hipError_t code;
+  const char *name;
+} error_names[] = {
+    {hipSuccess, "hipSuccess"},
+    {hipErrorInvalidValue, "hipErrorInvalidValue"},
+    {hipErrorOutOfMemory, "hipErrorOutOfMemory"},
+    {hipErrorNotInitialized, "hipErrorNotInitialized"},
+    {hipErrorInvalidDevice, "hipErrorInvalidDevice"},
+    {hipErrorInvalidContext, "hipErrorInvalidContext"},
+    {hipErrorMapFailed, "hipErrorMapFailed"},
+    {hipErrorUnmapFailed, "hipErrorUnmapFailed"},
+    {hipErrorAlreadyMapped, "hipErrorAlreadyMapped"},
+    {hipErrorNotMapped, "hipErrorNotMapped"},
+    {hipErrorPeerAccessUnsupported, "hipErrorPeerAccessUnsupported"},
+    {hipErrorInvalidHandle, "hipErrorInvalidHandle"},
+    {hipErrorNotFound, "hipErrorNotFound"},
+    {hipErrorNotReady, "hipErrorNotReady"},
+    {hipErrorIllegalAddress, "hipErrorIllegalAddress"},
+    {hipErrorLaunchTimeOut, "hipErrorLaunchTimeOut"},
+    {hipErrorLaunchFailure, "hipErrorLaunchFailure"},
+    {hipErrorNotSupported, "hipErrorNotSupported"},
+    {hipErrorUnknown, "hipErrorUnknown"},
+    {hipErrorRuntimeOther, "hipErrorRuntimeOther"},
+};
+
+const char *mori_hipGetErrorName(hipError_t err) {
+  static __thread char buf[32];
+  for (size_t i = 0; i < sizeof error_names / sizeof error_names[0]; i++)
+    if (error_names[i].code == err) return error_names[i].name;
+  snprintf(buf, sizeof buf, "hipError(%d)", (int)err);
+  return buf;
+}
+
+/* ---- thread-local state ---- */
+
+static __thread hipError_t last_error = hipSuccess;
+static __thread char detail[512];
+static __thread int detail_set;
+
+void mori__shim_detail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  detail_set = 1;
+}
+
+const char *mori_shim_message(void) { return detail; }
+
+/* ---- backend selection ---- */
+
+static const struct mori__shim_backend *const backends[] = {
+    &mori__shim_sim, &mori__shim_cuda, &mori__shim_hip};
+
+static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct mori__shim_backend *active;
+static char select_failure[512];
+
+static const struct mori__shim_backend *find_backend(const char *name) {
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (strcmp(backends[i]->name, name) == 0) return backends[i];
+  return NULL;
+}
+
+static void ledger_report_at_exit(void);
+
+/* Tries each candidate in turn; auto means the GPU runtimes, never sim:
+ * running a torch process on the emulator by accident would be a silent
+ * fallback. */
+static int bring_up(const char *name) {
+  char why[256] = "";
+  const char *auto_order[] = {"hip", "cuda"};
+  if (name == NULL || *name == '\0') name = "auto";
+  if (strcmp(name, "auto") == 0) {
+    char all[512] = "";
+    for (size_t i = 0; i < 2; i++) {
+      const struct mori__shim_backend *b = find_backend(auto_order[i]);
+      why[0] = '\0';
+      if (b->init(why, sizeof why) == 0) {
+        active = b;
+        return 0;
+      }
+      size_t n = strlen(all);
+      snprintf(all + n, sizeof all - n, "%s%s: %s", n ? "; " : "", b->name, why);
+    }
+    snprintf(select_failure, sizeof select_failure,
+             "no GPU runtime found (%s); set MORI_SYMM_SHIM=sim for the emulator", all);
+    return -1;
+  }
+  const struct mori__shim_backend *b = find_backend(name);
+  if (b == NULL) {
+    snprintf(select_failure, sizeof select_failure,
+             "unknown shim backend '%s' (expected auto, sim, cuda or hip)", name);
+    return -1;
+  }
+  if (b->init(why, sizeof why) != 0) {
+    snprintf(select_failure, sizeof select_failure, "shim backend %s not available: %s",
+             b->name, why);
+    return -1;
+  }
+  active = b;
+  return 0;
+}
+
+int mori_shim_select(const char *name) {
+  int rc = 0;
+  pthread_mutex_lock(&select_lock);
+  if (active != NULL) {
+    if (name != NULL && strcmp(name, "auto") != 0 && strcmp(name, active->name) != 0) {
+      snprintf(select_failure, sizeof select_failure,
+               "shim backend %s already active; cannot switch to %s", active->name, name);
+      rc = -1;
+    }
+  } else {
+    rc = bring_up(name);
+    if (rc == 0 && getenv("MORI_SHIM_LEDGER_REPORT") &&
+        strcmp(getenv("MORI_SHIM_LEDGER_REPORT"), "1") == 0)
+      atexit(ledger_report_at_exit);
+  }
+  if (rc != 0) mori__shim_detail("%s", select_failure);
+  pthread_mutex_unlock(&select_lock);
+  return rc;
+}
+
+static const struct mori__shim_backend *backend(void) {
+  const struct mori__shim_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+  if (b != NULL) return b;
+  if (mori_shim_select(getenv("MORI_SYMM_SHIM")) != 0) return NULL;
+  return active;
+}
+
+const char *mori_shim_backend(void) {
+  const struct mori__shim_backend *b = backend();
+  return b ? b->name : NULL;
+}
+
+/* ---- the ledger ---- */
+
+enum ledger_kind { L_HANDLE, L_RESERVATION, L_MAPPING, L_EXPORTED_FD, L_DEVICE_ALLOC };
+static const char *const ledger_kind_names[] = {"handle", "reservation", "mapping",
+                                                "exported fd", "device allocation"};
+
+struct ledger_entry {
+  enum ledger_kind kind;
+  uintptr_t key; /* handle value, address or fd */
+  size_t size;
+};
+
+static pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ledger_entry *ledger;
+static size_t ledger_len, ledger_cap;
+
+static void ledger_add(enum ledger_kind kind, uintptr_t key, size_t size) {
+  pthread_mutex_lock(&ledger_lock);
+  if (ledger_len == ledger_cap) {
+    size_t cap = ledger_cap ? ledger_cap * 2 : 64;
+    struct ledger_entry *n = realloc(ledger, cap * sizeof *n);
+    if (n == NULL) { /* the ledger is diagnostics: losing an entry is reported */
+      pthread_mutex_unlock(&ledger_lock);
+      fprintf(stderr, "mori shim: ledger out of memory; leak report incomplete\n");
+      return;
+    }
+    ledger = n;
+    ledger_cap = cap;
+  }
+  ledger[ledger_len++] = (struct ledger_entry){kind, key, size};
+  pthread_mutex_unlock(&ledger_lock);
+}
+
+/* Removes entries of kind whose key lies in [lo, hi); at most `max` of them
+ * (0: all).  Returns how many were removed. */
+static size_t ledger_remove_range(enum ledger_kind kind, uintptr_t lo, uintptr_t hi, size_t max) {
+  size_t removed = 0;
+  pthread_mutex_lock(&ledger_lock);
+  for (size_t i = ledger_len; i-- > 0;) {
+    if (ledger[i].kind != kind || ledger[i].key < lo || ledger[i].key >= hi) continue;
+    ledger[i] = ledger[--ledger_len];
+    if (++removed == max) break;
+  }
+  pthread_mutex_unlock(&ledger_lock);
+  return removed;
+}
+
+static void ledger_remove(enum ledger_kind kind, uintptr_t key) {
+  ledger_remove_range(kind, key, key + 1, 1);
+}
+
+void mori_shim_ledger(mori_shim_ledger_counts *out) {
+  long c[5] = {0};
+  pthread_mutex_lock(&ledger_lock);
+  for (size_t i = 0; i < ledger_len; i++) c[ledger[i].kind]++;
+  pthread_mutex_unlock(&ledger_lock);
+  out->handles = c[L_HANDLE];
+  out->reservations = c[L_RESERVATION];
+  out->mappings = c[L_MAPPING];
+  out->exported_fds = c[L_EXPORTED_FD];
+  out->device_allocs = c[L_DEVICE_ALLOC];
+}
+
+long mori_shim_ledger_total(void) {
+  pthread_mutex_lock(&ledger_lock);
+  long n = (long)ledger_len;
+  pthread_mutex_unlock(&ledger_lock);
+  return n;
+}
+
+long mori_shim_ledger_report(FILE *out) {
+  pthread_mutex_lock(&ledger_lock);
+  long n = (long)ledger_len;
+  if (n == 0) {
+    fprintf(out, "mori shim ledger: 0 leaks\n");
+  } else {
+    fprintf(out, "mori shim ledger: %ld leaks\n", n);
+    for (size_t i = 0; i < ledger_len; i++) {
+      const struct ledger_entry *e = &ledger[i];
+      if (e->kind == L_EXPORTED_FD)
+        fprintf(out, "  leak: %s %d\n", ledger_kind_names[e->kind], (int)e->key);
+      else
+        fprintf(out, "  leak: %s 0x%lx size %zu\n", ledger_kind_names[e->kind],
+                (unsigned long)e->key, e->size);
+    }
+  }
+  pthread_mutex_unlock(&ledger_lock);
+  return n;
+}
+
+static void ledger_report_at_exit(void) { mori_shim_ledger_report(stderr); }
+
+/* ---- entry points ---- */
+
+static hipError_t leave(const char *call, hipError_t e) {
+  last_error = e;
+  if (e != hipSuccess && !detail_set)
+    mori__shim_detail("%s: %s (%d)", call, mori_hipGetErrorName(e), (int)e);
+  return e;
+}
+
+/* Brings the backend up and checks that it implements the call. */
+#define ENTER(call, entry)                                                          \
+  const struct mori__shim_backend *B = backend();                                   \
+  detail_set = 0;                                                                   \
+  if (B == NULL) {                                                                  \
+    mori__shim_detail("%s: %s", call, select_failure);                              \
+    return leave(call, hipErrorRuntimeOther);                                       \
+  }                                                                                 \
+  if (B->entry == NULL) {                                                           \
+    mori__shim_detail("%s: not implemented by the %s backend", call, B->name);      \
+    return leave(call, hipErrorNotSupported);                                       \
+  }
+
+hipError_t mori_hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                             const hipMemAllocationProp *prop, unsigned long long flags) {
+  ENTER("hipMemCreate", mem_create);
+  hipError_t e = B->mem_create(handle, size, prop, flags);
+  if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, size);
+  return leave("hipMemCreate", e);
+}
+
+hipError_t mori_hipMemRelease(hipMemGenericAllocationHandle_t handle) {
+  ENTER("hipMemRelease", mem_release);
+  hipError_t e = B->mem_release(handle);
+  if (e == hipSuccess) ledger_remove(L_HANDLE, (uintptr_t)handle);
+  return leave("hipMemRelease", e);
+}
+
+hipError_t mori_hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle,
+                                             void *addr) {
+  ENTER("hipMemRetainAllocationHandle", mem_retain);
+  hipError_t e = B->mem_retain(handle, addr);
+  if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, 0);
+  return leave("hipMemRetainAllocationHandle", e);
+}
+
+hipError_t mori_hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                     unsigned long long flags) {
+  ENTER("hipMemAddressReserve", address_reserve);
+  hipError_t e = B->address_reserve(ptr, size, alignment, addr, flags);
+  if (e == hipSuccess) ledger_add(L_RESERVATION, (uintptr_t)*ptr, size);
+  return leave("hipMemAddressReserve", e);
+}
+
+hipError_t mori_hipMemAddressFree(void *ptr, size_t size) {
+  ENTER("hipMemAddressFree", address_free);
+  hipError_t e = B->address_free(ptr, size);
+  if (e == hipSuccess) ledger_remove(L_RESERVATION, (uintptr_t)ptr);
+  return leave("hipMemAddressFree", e);
+}
+
+hipError_t mori_hipMemMap(void *ptr, size_t size, size_t offset,
+                          hipMemGenericAllocationHandle_t handle, unsigned long long flags) {
+  ENTER("hipMemMap", mem_map);
+  hipError_t e = B->mem_map(ptr, size, offset, handle, flags);
+  if (e == hipSuccess) ledger_add(L_MAPPING, (uintptr_t)ptr, size);
+  return leave("hipMemMap", e);
+}
+
+hipError_t mori_hipMemUnmap(void *ptr, size_t size) {
+  ENTER("hipMemUnmap", mem_unmap);
+  hipError_t e = B->mem_unmap(ptr, size);
+  if (e == hipSuccess)
+    ledger_remove_range(L_MAPPING, (uintptr_t)ptr, (uintptr_t)ptr + size, 0);
+  return leave("hipMemUnmap", e);
+}
+
+hipError_t mori_hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                size_t count) {
+  ENTER("hipMemSetAccess", set_access);
+  return leave("hipMemSetAccess", B->set_access(ptr, size, desc, count));
+}
+
+hipError_t mori_hipMemGetAllocationGranularity(size_t *granularity,
+                                               const hipMemAllocationProp *prop,
+                                               hipMemAllocationGranularity_flags option) {
+  ENTER("hipMemGetAllocationGranularity", granularity);
+  return leave("hipMemGetAllocationGranularity", B->granularity(granularity, prop, option));
+}
+
+hipError_t mori_hipMemExportToShareableHandle(void *shareableHandle,
+                                              hipMemGenericAllocationHandle_t handle,
+                                              hipMemAllocationHandleType handleType,
+                                              unsigned long long flags) {
+  ENTER("hipMemExportToShareableHandle", export_handle);
+  hipError_t e = B->export_handle(shareableHandle, handle, handleType, flags);
+  if (e == hipSuccess && handleType == hipMemHandleTypePosixFileDescriptor)
+    ledger_add(L_EXPORTED_FD, (uintptr_t)*(int *)shareableHandle, 0);
+  return leave("hipMemExportToShareableHandle", e);
+}
+
+hipError_t mori_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
+                                                void *osHandle,
+                                                hipMemAllocationHandleType shHandleType) {
+  ENTER("hipMemImportFromShareableHandle", import_handle);
+  hipError_t e = B->import_handle(handle, osHandle, shHandleType);
+  if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, 0);
+  return leave("hipMemImportFromShareableHandle", e);
+}
+
+hipError_t mori_hipMalloc(void **ptr, size_t size) {
+  ENTER("hipMalloc", malloc_);
+  hipError_t e = B->malloc_(ptr, size);
+  if (e == hipSuccess) ledger_add(L_DEVICE_ALLOC, (uintptr_t)*ptr, size);
+  return leave("hipMalloc", e);
+}
+
+hipError_t mori_hipFree(void *ptr) {
+  ENTER("hipFree", free_);
+  hipError_t e = B->free_(ptr);
+  if (e == hipSuccess && ptr != NULL) ledger_remove(L_DEVICE_ALLOC, (uintptr_t)ptr);
+  return leave("hipFree", e);
+}
+
+hipError_t mori_hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  ENTER("hipMemcpy", memcpy_);
+  return leave("hipMemcpy", B->memcpy_(dst, src, size, kind));
+}
+
+hipError_t mori_hipMemset(void *dst, int value, size_t size) {
+  ENTER("hipMemset", memset_);
+  return leave("hipMemset", B->memset_(dst, value, size));
+}
+
+hipError_t mori_hipGetDevice(int *device) {
+  ENTER("hipGetDevice", get_device);
+  return leave("hipGetDevice", B->get_device(device));
+}
+
+hipError_t mori_hipSetDevice(int device) {
+  ENTER("hipSetDevice", set_device);
+  return leave("hipSetDevice", B->set_device(device));
+}
+
+hipError_t mori_hipGetDeviceCount(int *count) {
+  ENTER("hipGetDeviceCount", device_count);
+  return leave("hipGetDeviceCount", B->device_count(count));
+}
+
+hipError_t mori_hipDeviceSynchronize(void) {
+  ENTER("hipDeviceSynchronize", device_sync);
+  return leave("hipDeviceSynchronize", B->device_sync());
+}
+
+hipError_t mori_hipStreamSynchronize(hipStream_t stream) {
+  ENTER("hipStreamSynchronize", stream_sync);
+  return leave("hipStreamSynchronize", B->stream_sync(stream));
+}
+
+hipError_t mori_hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                      unsigned int flags) {
+  ENTER("hipStreamWriteValue32", write_value32);
+  return leave("hipStreamWriteValue32", B->write_value32(stream, ptr, value, flags));
+}
+
+hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                     unsigned int flags, uint32_t mask) {
+  ENTER("hipStreamWaitValue32", wait_value32);
+  return leave("hipStreamWaitValue32", B->wait_value32(stream, ptr, value, flags, mask));
+}
+
+hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device) {
+  ENTER("hipDeviceGetAttribute", device_attribute);
+  return leave("hipDeviceGetAttribute", B->device_attribute(value, attr, device));
+}
+
+hipError_t mori_hipRuntimeGetVersion(int *version) {
+  ENTER("hipRuntimeGetVersion", runtime_version);
+  return leave("hipRuntimeGetVersion", B->runtime_version(version));
+}
+
+/* Returns the thread's last result and resets it, as HIP does; also clears
+ * the runtime's own sticky error so that a failed probe leaves none. */
+hipError_t mori_hipGetLastError(void) {
+  hipError_t e = last_error;
+  const struct mori__shim_backend *b = backend();
+  if (b != NULL && b->clear_last_error != NULL) (void)b->clear_last_error();
+  last_error = hipSuccess;
+  return e;
+}
+
+int mori_shim_runtime_version(void) {
+  int v = 0;
+  const struct mori__shim_backend *b = backend();
+  if (b == NULL || b->runtime_version(&v) != hipSuccess) return 0;
+  return v;
+}
+
+/* ---- the socket calls ---- */
+
+ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags) {
+  return sendmsg(fd, msg, flags);
+}
+
+ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags) {
+  return recvmsg(fd, msg, flags);
+}
+
+int mori_close(int fd) {
+  ledger_remove(L_EXPORTED_FD, (uintptr_t)(unsigned)fd);
+  return close(fd);
+}
