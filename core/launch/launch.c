@@ -1,0 +1,137 @@
+/*
+ * launch.c - fork N ranks, collect one line from each through a pipe, kill
+ * what outlives the deadline.  The store directory is removed afterwards.
+ */
+#include "launch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int mori_count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  if (d == NULL) return -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1; /* the directory's own fd */
+}
+
+static void remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return;
+  char path[4096];
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (unlink(path) != 0 && errno == EISDIR) remove_tree(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir, int wfd) {
+  char msg[1024] = "";
+  mori_store *store = NULL;
+  int rc = mori_file_store_open(dir, &store);
+  if (rc != 0) {
+    snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);
+  } else {
+    mori_rank_ctx ctx = {rank, world, store, dir, arg};
+    rc = fn(&ctx, msg, sizeof msg);
+    store->destroy(store);
+  }
+  size_t n = strnlen(msg, sizeof msg - 1);
+  msg[n] = '\n';
+  ssize_t w = write(wfd, msg, n + 1);
+  (void)w;
+  /* wfd stays open: the parent sees EOF only when this process is gone,
+   * after the atexit teardown, so a hang there is still a hang. */
+  fflush(NULL);
+  exit(rc == 0 ? 0 : 1);
+}
+
+int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                mori_rank_result *results) {
+  char dir[] = "/tmp/mori-launch-XXXXXX";
+  if (mkdtemp(dir) == NULL) return world;
+  pid_t *pids = calloc((size_t)world, sizeof *pids);
+  struct pollfd *pfd = calloc((size_t)world, sizeof *pfd);
+  size_t *got = calloc((size_t)world, sizeof *got);
+  char *hung_pipe = calloc((size_t)world, 1);
+  memset(results, 0, (size_t)world * sizeof *results);
+  fflush(NULL);
+  double t0 = now_ms();
+  for (int r = 0; r < world; r++) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) { pids[r] = -1; pfd[r].fd = -1; continue; }
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      close(p[0]);
+      for (int k = 0; k < r; k++) if (pfd[k].fd >= 0) close(pfd[k].fd);
+      run_child(r, world, fn, arg, dir, p[1]);
+    }
+    close(p[1]);
+    pfd[r].fd = p[0];
+    pfd[r].events = POLLIN;
+  }
+  int open = world;
+  while (open > 0) {
+    double left = deadline_ms - (now_ms() - t0);
+    if (left <= 0) break;
+    int n = poll(pfd, (nfds_t)world, left > 100 ? 100 : (int)left + 1);
+    if (n < 0 && errno != EINTR) break;
+    for (int r = 0; r < world; r++) {
+      if (pfd[r].fd < 0 || !(pfd[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char *buf = results[r].msg;
+      ssize_t k = read(pfd[r].fd, buf + got[r], sizeof results[r].msg - 1 - got[r]);
+      if (k > 0) { got[r] += (size_t)k; continue; }
+      close(pfd[r].fd);
+      pfd[r].fd = -1;
+      results[r].wall_ms = now_ms() - t0;
+      open--;
+    }
+  }
+  int failed = 0;
+  for (int r = 0; r < world; r++) {
+    char *nl = strchr(results[r].msg, '\n');
+    if (nl) *nl = '\0';
+    hung_pipe[r] = pfd[r].fd >= 0;
+    if (pfd[r].fd >= 0) close(pfd[r].fd);
+    if (pids[r] <= 0) { failed++; snprintf(results[r].msg, sizeof results[r].msg, "fork failed"); continue; }
+    int st = 0;
+    pid_t w = hung_pipe[r] ? 0 : waitpid(pids[r], &st, 0);
+    if (w == 0) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], &st, 0);
+      results[r].hung = 1;
+      results[r].wall_ms = now_ms() - t0;
+    } else if (WIFEXITED(st)) {
+      results[r].exited = 1;
+      results[r].exit_code = WEXITSTATUS(st);
+    }
+    if (!results[r].hung && WIFSIGNALED(st)) results[r].signal = WTERMSIG(st);
+    if (results[r].hung || results[r].signal || results[r].exit_code) failed++;
+  }
+  remove_tree(dir);
+  free(pids);
+  free(pfd);
+  free(got);
+  free(hung_pipe);
+  return failed;
+}

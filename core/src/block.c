@@ -1,0 +1,308 @@
+/*
+ * block.c - symmetric allocations: the handle-type probe (cached per
+ * device), alloc as a BLOCK machine (create -> reserve -> map -> access ->
+ * zero -> export), the sorted block table with covering lookup, and free.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+pthread_mutex_t mori__lock = PTHREAD_MUTEX_INITIALIZER;
+
+static mori_block **blocks; /* sorted by base */
+static size_t nblocks, cap_blocks;
+static long stat_blocks_total;
+
+/* ---- the probe ---- */
+
+#define MORI_MAX_DEVICES 256
+static struct {
+  int done, handle_type;
+  char why[200];
+} probes[MORI_MAX_DEVICES];
+
+static hipMemAllocationProp make_prop(int device, int handle_type) {
+  hipMemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = hipMemAllocationTypePinned;
+  p.requestedHandleType = (hipMemAllocationHandleType)handle_type;
+  p.location.type = hipMemLocationTypeDevice;
+  p.location.id = device;
+  return p;
+}
+
+/* Fabric only if create AND export both succeed: they fail at different
+ * steps on different parts (create on gfx9, export on gfx1250 with older
+ * ROCm).  The sticky error the probe leaves is cleared. */
+static void probe_device(int device) {
+  hipMemAllocationProp prop = make_prop(device, hipMemHandleTypeFabric);
+  hipMemGenericAllocationHandle_t h;
+  size_t gran = 0;
+  hipError_t e;
+  probes[device].handle_type = hipMemHandleTypePosixFileDescriptor;
+  if ((e = mori_hipMemGetAllocationGranularity(&gran, &prop,
+                                               hipMemAllocationGranularityRecommended)) !=
+          hipSuccess ||
+      gran == 0) {
+    snprintf(probes[device].why, sizeof probes[device].why,
+             "fabric granularity query failed: %s", mori_shim_message());
+  } else if ((e = mori_hipMemCreate(&h, gran, &prop, 0)) != hipSuccess) {
+    snprintf(probes[device].why, sizeof probes[device].why, "fabric create failed: %s",
+             mori_shim_message());
+  } else {
+    hipMemFabricHandle_t blob;
+    e = mori_hipMemExportToShareableHandle(&blob, h, hipMemHandleTypeFabric, 0);
+    if (e == hipSuccess) {
+      probes[device].handle_type = hipMemHandleTypeFabric;
+      snprintf(probes[device].why, sizeof probes[device].why,
+               "fabric create and export succeeded");
+    } else {
+      snprintf(probes[device].why, sizeof probes[device].why,
+               "fabric create succeeded, export failed: %s", mori_shim_message());
+    }
+    (void)mori_hipMemRelease(h);
+  }
+  (void)mori_hipGetLastError();
+  probes[device].done = 1;
+}
+
+int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen) {
+  if (device < 0 || device >= MORI_MAX_DEVICES)
+    return mori__error(MORI_ERANGE, "probe: device %d out of range", device);
+  pthread_mutex_lock(&mori__lock);
+  int rc = 0;
+  hipError_t e = mori_hipSetDevice(device);
+  if (e != hipSuccess) {
+    rc = mori__hip_error("hipSetDevice", e);
+  } else {
+    if (!probes[device].done) probe_device(device);
+    *handle_type = probes[device].handle_type;
+    if (why) snprintf(why, whylen, "%s", probes[device].why);
+  }
+  pthread_mutex_unlock(&mori__lock);
+  return rc;
+}
+
+/* ---- the table ---- */
+
+static size_t table_upper_bound(const void *ptr) { /* first index with base > ptr */
+  size_t lo = 0, hi = nblocks;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if ((uintptr_t)blocks[mid]->base <= (uintptr_t)ptr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+mori_block *mori__block_find(const void *ptr) {
+  size_t i = table_upper_bound(ptr);
+  if (i == 0) return NULL;
+  mori_block *b = blocks[i - 1];
+  uintptr_t off = (uintptr_t)ptr - (uintptr_t)b->base;
+  return off < b->buffer_size ? b : NULL;
+}
+
+static int table_insert(mori_block *b) {
+  if (nblocks == cap_blocks) {
+    size_t cap = cap_blocks ? cap_blocks * 2 : 16;
+    mori_block **n = realloc(blocks, cap * sizeof *n);
+    if (n == NULL) return mori__error(MORI_ENOMEM, "alloc: block table out of memory");
+    blocks = n;
+    cap_blocks = cap;
+  }
+  size_t i = table_upper_bound(b->base);
+  memmove(&blocks[i + 1], &blocks[i], (nblocks - i) * sizeof *blocks);
+  blocks[i] = b;
+  nblocks++;
+  return 0;
+}
+
+static void table_remove(mori_block *b) {
+  for (size_t i = 0; i < nblocks; i++) {
+    if (blocks[i] != b) continue;
+    memmove(&blocks[i], &blocks[i + 1], (nblocks - i - 1) * sizeof *blocks);
+    nblocks--;
+    return;
+  }
+}
+
+/* ---- alloc ---- */
+
+static int zero_block(mori_block *b) {
+  if (b->handle_type != hipMemHandleTypeFabric) {
+    MORI_HIP("hipMemset", mori_hipMemset(b->base, 0, b->alloc_size));
+    return 0;
+  }
+  /* hipMemset fails on fabric-handle memory on some ROCm releases
+   * (docs/quirks.md, memset-fabric): zero those with copies instead. */
+  static const size_t chunk = 1 << 20;
+  void *zeros = calloc(1, chunk);
+  if (zeros == NULL) return mori__error(MORI_ENOMEM, "alloc: zero buffer");
+  int rc = 0;
+  for (size_t off = 0; off < b->alloc_size && rc == 0; off += chunk) {
+    size_t n = b->alloc_size - off < chunk ? b->alloc_size - off : chunk;
+    hipError_t e = mori_hipMemcpy((char *)b->base + off, zeros, n, hipMemcpyHostToDevice);
+    if (e != hipSuccess) rc = mori__hip_error("hipMemcpy", e);
+  }
+  free(zeros);
+  return rc;
+}
+
+/* ALLOCATE: create, reserve, map, grant access, zero. */
+static int allocate(mori_block *b, const hipMemAllocationProp *prop, size_t gran) {
+  hipMemGenericAllocationHandle_t h;
+  void *va = NULL;
+  MORI_HIP("hipMemCreate", mori_hipMemCreate(&h, b->alloc_size, prop, 0));
+  b->handle = h;
+  MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_PHYS_HANDLE, (uintptr_t)h, b->alloc_size, 0));
+  MORI_HIP("hipMemAddressReserve", mori_hipMemAddressReserve(&va, b->alloc_size, gran, NULL, 0));
+  MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_LOCAL_RESERVATION, (uintptr_t)va, b->alloc_size, 0));
+  MORI_HIP("hipMemMap", mori_hipMemMap(va, b->alloc_size, 0, h, 0));
+  MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_LOCAL_MAPPING, (uintptr_t)va, b->alloc_size, 0));
+  b->base = va;
+  hipMemAccessDesc access = {{hipMemLocationTypeDevice, b->device},
+                             hipMemAccessFlagsProtReadWrite};
+  MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(va, b->alloc_size, &access, 1));
+  MORI_GUARD(zero_block(b));
+  return mori_fsm_fire(&b->fsm, MORI_EV_ALLOCATE) ? mori__error(MORI_ESTATE, "alloc: %s",
+                                                                b->fsm.why)
+                                                  : 0;
+}
+
+/* EXPORT: the shareable handle every rendezvous on this block will send. */
+static int export_block(mori_block *b) {
+  if (b->handle_type == hipMemHandleTypeFabric) {
+    MORI_HIP("hipMemExportToShareableHandle",
+             mori_hipMemExportToShareableHandle(&b->fabric, b->handle, hipMemHandleTypeFabric, 0));
+  } else {
+    int fd = -1;
+    MORI_HIP("hipMemExportToShareableHandle",
+             mori_hipMemExportToShareableHandle(&fd, b->handle,
+                                                hipMemHandleTypePosixFileDescriptor, 0));
+    b->exported_fd = fd;
+    MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_EXPORTED_FD, (uintptr_t)fd, 0, 0));
+  }
+  return mori_fsm_fire(&b->fsm, MORI_EV_EXPORT) ? mori__error(MORI_ESTATE, "export: %s",
+                                                              b->fsm.why)
+                                                : 0;
+}
+
+static void release_all_at_exit(void) {
+  if (mori_symm_teardown_enabled()) (void)mori_symm_release_all();
+}
+
+static int alloc_locked(size_t size, int device, void **ptr) {
+  static int atexit_done;
+  if (!atexit_done) {
+    atexit(release_all_at_exit);
+    atexit_done = 1;
+  }
+  MORI_HIP("hipSetDevice", mori_hipSetDevice(device));
+  if (!probes[device].done) probe_device(device);
+  mori_block *b = calloc(1, sizeof *b);
+  if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
+  b->device = device;
+  b->exported_fd = -1;
+  b->handle_type = probes[device].handle_type;
+  b->buffer_size = size;
+  b->signal_pad_size = mori_symm_signal_pad_size();
+  b->signal_pad_offset = mori__round_up(size, 16);
+  mori_fsm_init(&b->fsm, MORI_FSM_BLOCK, 0, 0);
+
+  hipMemAllocationProp prop = make_prop(device, b->handle_type);
+  size_t gran = 0;
+  int rc = 0;
+  hipError_t e = mori_hipMemGetAllocationGranularity(&gran, &prop,
+                                                     hipMemAllocationGranularityRecommended);
+  if (e != hipSuccess || gran == 0) {
+    rc = e != hipSuccess ? mori__hip_error("hipMemGetAllocationGranularity", e)
+                         : mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
+  } else {
+    b->alloc_size = mori__round_up(b->signal_pad_offset + 2 * b->signal_pad_size, gran);
+    if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
+    rc = allocate(b, &prop, gran);
+    if (rc == 0) rc = export_block(b);
+    if (rc == 0) rc = table_insert(b);
+  }
+  if (rc != 0) {
+    (void)mori_fsm_fail(&b->fsm, mori__release_entry, NULL);
+    mori_fsm_destroy(&b->fsm);
+    free(b);
+    mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);
+    return rc;
+  }
+  stat_blocks_total++;
+  MORI_LOG(MORI_LOG_INFO, -1, -1, "alloc %zu bytes on device %d: base %p, %zu physical, %s",
+           size, device, b->base, b->alloc_size,
+           b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd");
+  *ptr = b->base;
+  return 0;
+}
+
+int mori_symm_alloc(size_t size, int device, void **ptr) {
+  if (ptr == NULL || size == 0)
+    return mori__error(MORI_EINVAL, "alloc: size must be > 0 and ptr non-null");
+  if (device < 0 || device >= MORI_MAX_DEVICES)
+    return mori__error(MORI_ERANGE, "alloc: device %d out of range", device);
+  pthread_mutex_lock(&mori__lock);
+  int rc = alloc_locked(size, device, ptr);
+  pthread_mutex_unlock(&mori__lock);
+  return rc;
+}
+
+/* ---- free ---- */
+
+int mori__block_destroy(mori_block *b) {
+  int first = 0;
+  while (b->windows != NULL) {
+    int rc = mori__window_destroy(b->windows);
+    if (rc != 0 && first == 0) first = rc;
+  }
+  (void)mori_hipSetDevice(b->device);
+  int rc = mori_fsm_release(&b->fsm, mori__release_entry, NULL);
+  if (rc != 0 && first == 0) first = rc;
+  table_remove(b);
+  mori_fsm_destroy(&b->fsm);
+  free(b);
+  return first;
+}
+
+int mori_symm_free(void *ptr) {
+  pthread_mutex_lock(&mori__lock);
+  mori_block *b = mori__block_find(ptr);
+  int rc;
+  if (b == NULL || b->base != ptr)
+    rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a mori-symm allocation", ptr);
+  else
+    rc = mori__block_destroy(b);
+  pthread_mutex_unlock(&mori__lock);
+  return rc;
+}
+
+int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset) {
+  pthread_mutex_lock(&mori__lock);
+  mori_block *b = mori__block_find(ptr);
+  if (b != NULL) {
+    if (buffer_size) *buffer_size = b->buffer_size;
+    if (offset) *offset = (size_t)((uintptr_t)ptr - (uintptr_t)b->base);
+  }
+  pthread_mutex_unlock(&mori__lock);
+  return b ? 0 : mori__error(MORI_ENOTFOUND, "lookup(%p): not in a mori-symm allocation", ptr);
+}
+
+int mori_symm_release_all(void) {
+  int first = 0;
+  pthread_mutex_lock(&mori__lock);
+  while (nblocks > 0) {
+    int rc = mori__block_destroy(blocks[nblocks - 1]);
+    if (rc != 0 && first == 0) first = rc;
+  }
+  pthread_mutex_unlock(&mori__lock);
+  return first;
+}
+
+long mori__blocks_live(void) { return (long)nblocks; }

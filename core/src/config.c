@@ -1,0 +1,114 @@
+/*
+ * config.c - process-wide settings (signal pad, timeout, teardown), read
+ * from the environment once and overridable by the API, and the log sink:
+ * MORI_SYMM_DEBUG=WARN|INFO|TRACE, every line prefixed with rank and window.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t signal_pad_size = MORI_SYMM_DEFAULT_SIGNAL_PAD;
+static int timeout_ms = -1;
+
+void mori_symm_set_signal_pad_size(size_t bytes) {
+  /* Cells are 32-bit; keep the pad a multiple of 16 like torch's. */
+  signal_pad_size = mori__round_up(bytes, 16);
+}
+
+size_t mori_symm_signal_pad_size(void) { return signal_pad_size; }
+
+void mori_symm_set_timeout_ms(int ms) { timeout_ms = ms > 0 ? ms : -1; }
+
+int mori_symm_timeout_ms(void) {
+  if (timeout_ms > 0) return timeout_ms;
+  const char *s = getenv("MORI_SYMM_TIMEOUT_MS");
+  int v = s ? atoi(s) : 0;
+  return v > 0 ? v : 30000;
+}
+
+int mori_symm_teardown_enabled(void) {
+  const char *s = getenv("MORI_SYMM_TEARDOWN");
+  return !(s && strcmp(s, "0") == 0);
+}
+
+static const struct {
+  const char *name;
+  int level;
+} log_levels[] = {{"WARN", MORI_LOG_WARN}, {"INFO", MORI_LOG_INFO}, {"TRACE", MORI_LOG_TRACE}};
+
+int mori__log_level(void) {
+  static int level = -1;
+  if (level >= 0) return level;
+  const char *s = getenv("MORI_SYMM_DEBUG");
+  int l = 0;
+  for (size_t i = 0; s && i < sizeof log_levels / sizeof log_levels[0]; i++)
+    if (strcasecmp(s, log_levels[i].name) == 0) l = log_levels[i].level;
+  level = l;
+  return level;
+}
+
+void mori__log(int level, int rank, long window, const char *fmt, ...) {
+  char line[1024];
+  int n = snprintf(line, sizeof line, "[mori-symm %s rank %d window %ld] ",
+                   log_levels[level - 1].name, rank, window);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s\n", line);
+}
+
+size_t mori__round_up(size_t n, size_t to) { return to ? (n + to - 1) / to * to : n; }
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
+  char text[64] = "";
+  memset(out, 0, MORI_WIRE_HOST_ID_SIZE);
+  const char *forced = getenv("MORI_SYMM_HOST_ID"); /* tests: pretend another host */
+  if (forced) {
+    snprintf(text, sizeof text, "%s", forced);
+  } else {
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, text, sizeof text - 1);
+      text[n > 0 ? n : 0] = '\0';
+      close(fd);
+    }
+  }
+  size_t k = 0;
+  for (const char *p = text; *p && k < 2 * MORI_WIRE_HOST_ID_SIZE; p++) {
+    int v = hexval(*p);
+    if (v < 0) continue;
+    out[k / 2] |= (uint8_t)(k % 2 ? v : v << 4);
+    k++;
+  }
+}
+
+uint64_t mori__random64(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ (uint64_t)ts.tv_sec;
+  }
+  return v;
+}
+
+double mori__now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}

@@ -1,0 +1,92 @@
+/*
+ * internal.h - what the core's files share: settings, logging, the block
+ * table and the window structure.  A block is one local VMM allocation
+ * driven by a BLOCK machine; a window is one (block, group) rendezvous
+ * driven by a WINDOW machine.  One process-wide mutex guards both tables.
+ */
+#ifndef MORI_CORE_INTERNAL_H
+#define MORI_CORE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "mori/fsm.h"
+#include "mori/symm.h"
+#include "mori/wire.h"
+
+/* ---- settings and logging (config.c) ---- */
+
+enum { MORI_LOG_WARN = 1, MORI_LOG_INFO = 2, MORI_LOG_TRACE = 3 };
+int mori__log_level(void);
+void mori__log(int level, int rank, long window, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define MORI_LOG(level, rank, window, ...)                                           \
+  do {                                                                               \
+    if (mori__log_level() >= (level)) mori__log((level), (rank), (window), __VA_ARGS__); \
+  } while (0)
+
+size_t mori__round_up(size_t n, size_t to);
+/* 16 bytes of the host's boot id, so ranks can tell whether they share a host. */
+void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
+uint64_t mori__random64(void);
+double mori__now_us(void);
+
+/* ---- resources (resource.c) ---- */
+
+/* The ledger's release callback: one row per resource kind. */
+int mori__release_entry(void *ctx, const mori_ledger_entry *e);
+/* Runs a shim call and turns a failure into MORI_EHIP naming it. */
+#define MORI_HIP(call, expr)                                                         \
+  do {                                                                               \
+    hipError_t mori__e = (expr);                                                     \
+    if (mori__e != hipSuccess) return mori__hip_error(call, mori__e);                \
+  } while (0)
+
+/* ---- blocks (block.c) ---- */
+
+typedef struct mori_block {
+  void *base;               /* local mapping == the pointer handed to torch */
+  size_t alloc_size;        /* physical bytes (granularity multiple) == stride */
+  size_t buffer_size;       /* what the user asked for */
+  size_t signal_pad_offset; /* torch pad here; private counters after it */
+  size_t signal_pad_size;
+  int device;
+  int handle_type;
+  hipMemGenericAllocationHandle_t handle;
+  int exported_fd;          /* POSIX fd path; -1 otherwise */
+  hipMemFabricHandle_t fabric;
+  mori_fsm fsm;
+  struct mori_window *windows; /* list of windows on this block */
+} mori_block;
+
+/* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
+mori_block *mori__block_find(const void *ptr);
+/* Tears down every window on b, then b itself; removes it from the table. */
+int mori__block_destroy(mori_block *b);
+long mori__blocks_live(void);
+
+extern pthread_mutex_t mori__lock;
+
+/* ---- windows (window.c) ---- */
+
+struct mori_window {
+  struct mori_window *next; /* in block->windows */
+  mori_block *block;
+  char *group;
+  uint64_t seq;             /* the group's rendezvous sequence number */
+  long id;                  /* process-unique, for log lines */
+  int rank, world;
+  int handle_type, direct_access;
+  mori_fsm fsm;
+  void *span;
+  size_t stride;
+  void **buffer_ptrs, **pad_ptrs; /* host tables */
+  void *buffer_ptrs_dev, *pad_ptrs_dev;
+  uint32_t *put_seq, *wait_seq;   /* per (channel, peer) signal counters */
+  int max_channels;
+};
+
+mori_window *mori__window_find(mori_block *b, const char *group);
+/* Synchronizes and unwinds the window's ledger; frees the struct. */
+int mori__window_destroy(mori_window *w);
+
+#endif

@@ -1,0 +1,480 @@
+/*
+ * window.c - rendezvous as a WINDOW machine: ATTACH to the block, PUBLISH
+ * (bind the fd channel, publish the request, gather and validate the world,
+ * exchange and import handles), MAP (reserve the span, map every slot, build
+ * the pointer tables, store barrier); teardown; stream-ordered signals.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mori/channel.h"
+#include "mori/protocol.h"
+
+static long stat_windows_live, stat_cache_hits, stat_rendezvous, next_window_id = 1;
+
+/* ---- per-group sequence numbers (one counter per group, never shared:
+ * a process-wide counter mismatches keys on overlapping subgroups) ---- */
+
+struct group_seq {
+  struct group_seq *next;
+  uint64_t next_seq;
+  char name[];
+};
+static struct group_seq *group_seqs;
+
+static int take_seq(const char *group, uint64_t *seq) {
+  struct group_seq *g;
+  for (g = group_seqs; g != NULL; g = g->next)
+    if (strcmp(g->name, group) == 0) break;
+  if (g == NULL) {
+    size_t n = strlen(group) + 1;
+    g = calloc(1, sizeof *g + n);
+    if (g == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+    memcpy(g->name, group, n);
+    g->next = group_seqs;
+    group_seqs = g;
+  }
+  *seq = g->next_seq++;
+  return 0;
+}
+
+mori_window *mori__window_find(mori_block *b, const char *group) {
+  for (mori_window *w = b->windows; w != NULL; w = w->next)
+    if (strcmp(w->group, group) == 0) return w;
+  return NULL;
+}
+
+/* ---- store helpers ---- */
+
+static void store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
+  snprintf(out, n, "mori_symm/%s/%llu/%s/%d", w->group, (unsigned long long)w->seq, what, rank);
+}
+
+/* Gets what/<r> for every rank r != self; on a timeout names every rank
+ * still missing (checked once more without waiting). */
+static int gather(mori_window *w, mori_store *store, const char *what, void **vals,
+                  size_t *lens, int timeout_ms) {
+  char key[512], missing[256] = "";
+  int rc = 0, nmissing = 0;
+  double deadline = mori__now_us() + timeout_ms * 1e3;
+  for (int r = 0; r < w->world; r++) {
+    if (r == w->rank) continue;
+    store_key(key, sizeof key, w, what, r);
+    double left_ms = (deadline - mori__now_us()) / 1e3;
+    int get = store->get(store, key, &vals[r], &lens[r], left_ms > 0 ? (int)left_ms : 0);
+    if (get == MORI_ETIMEDOUT) {
+      size_t m = strlen(missing);
+      snprintf(missing + m, sizeof missing - m, "%s%d", nmissing++ ? "," : "", r);
+      rc = MORI_ETIMEDOUT;
+    } else if (get != 0) {
+      return get;
+    }
+  }
+  if (rc != 0)
+    return mori__error(MORI_ETIMEDOUT, "timed out after %d ms waiting for %s from rank(s) %s",
+                       timeout_ms, what, missing);
+  return 0;
+}
+
+static void free_vals(void **vals, int n) {
+  for (int r = 0; r < n; r++) free(vals[r]);
+}
+
+/* ---- PUBLISH ---- */
+
+static void fill_request(const mori_window *w, const char *socket_name, mori_request *q) {
+  const mori_block *b = w->block;
+  memset(q, 0, sizeof *q);
+  q->rank = (uint32_t)w->rank;
+  q->world_size = (uint32_t)w->world;
+  q->alloc_size = b->alloc_size;
+  q->buffer_size = b->buffer_size;
+  q->signal_pad_offset = b->signal_pad_offset;
+  q->signal_pad_size = b->signal_pad_size;
+  q->device = b->device;
+  q->pid = (uint32_t)getpid();
+  q->uid = (uint32_t)getuid();
+  mori__host_id(q->host_id);
+  q->handle_type = (uint32_t)b->handle_type;
+  q->nonce = mori__random64();
+  if (b->handle_type == hipMemHandleTypeFabric)
+    memcpy(q->fabric, b->fabric.data, sizeof q->fabric);
+  else
+    snprintf(q->socket_name, sizeof q->socket_name, "%s", socket_name);
+}
+
+static int publish_request(mori_window *w, mori_store *store, const mori_request *q) {
+  uint8_t buf[MORI_WIRE_REQUEST_MAX];
+  size_t len = 0;
+  char key[512];
+  int wrc = mori_wire_encode_request(q, buf, sizeof buf, &len);
+  if (wrc != 0) return mori__error(MORI_EPROTO, "encode request: %s", mori_wire_strerror(wrc));
+  store_key(key, sizeof key, w, "req", w->rank);
+  return store->set(store, key, buf, len);
+}
+
+static int gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
+                           int timeout_ms) {
+  void **vals = calloc((size_t)w->world, sizeof *vals);
+  size_t *lens = calloc((size_t)w->world, sizeof *lens);
+  int rc = vals && lens ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms);
+  for (int r = 0; rc == 0 && r < w->world; r++) {
+    if (r == w->rank) continue;
+    int d = mori_wire_decode_request(vals[r], lens[r], &reqs[r]);
+    if (d != 0)
+      rc = mori__error(MORI_EPROTO, "request from rank %d rejected: %s", r,
+                       mori_wire_strerror(d));
+  }
+  if (vals) free_vals(vals, w->world);
+  free(vals);
+  free(lens);
+  return rc;
+}
+
+static int import_peer(mori_window *w, const mori_request *q, int fd) {
+  hipMemGenericAllocationHandle_t h;
+  hipError_t e;
+  if (w->handle_type == hipMemHandleTypeFabric) {
+    hipMemFabricHandle_t blob;
+    memcpy(blob.data, q->fabric, sizeof blob.data);
+    e = mori_hipMemImportFromShareableHandle(&h, &blob, hipMemHandleTypeFabric);
+  } else {
+    e = mori_hipMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+                                             hipMemHandleTypePosixFileDescriptor);
+  }
+  if (e != hipSuccess) {
+    mori__hip_error("hipMemImportFromShareableHandle", e);
+    mori__error_prefix("import from rank %d: ", (int)q->rank);
+    return MORI_EHIP;
+  }
+  return mori_fsm_push(&w->fsm, MORI_RES_IMPORTED_HANDLE, (uintptr_t)h, 0, (int)q->rank);
+}
+
+static int exchange_fds(mori_window *w, mori_channel *ch, const mori_request *reqs,
+                        int timeout_ms) {
+  int *fds = malloc((size_t)w->world * sizeof *fds);
+  if (fds == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  int rc = mori_channel_exchange(ch, reqs, w->world, w->rank, w->seq, w->block->exported_fd,
+                                 fds, timeout_ms);
+  /* Received fds stay open until the imported handle is released: some
+   * ROCm releases fail map/access if the importer closed its fd early. */
+  for (int r = 0; rc == 0 && r < w->world; r++) {
+    if (r == w->rank) continue;
+    rc = mori_fsm_push(&w->fsm, MORI_RES_RECEIVED_FD, (uintptr_t)fds[r], 0, r);
+    if (rc != 0) {
+      for (int k = r; k < w->world; k++)
+        if (k != w->rank) (void)mori_close(fds[k]);
+      rc = mori__error(MORI_ESTATE, "ledger: %s", w->fsm.why);
+    }
+  }
+  for (int r = 0; rc == 0 && r < w->world; r++)
+    if (r != w->rank) rc = import_peer(w, &reqs[r], fds[r]);
+  free(fds);
+  return rc;
+}
+
+static int publish(mori_window *w, mori_store *store, mori_request *reqs, int timeout_ms) {
+  mori_channel *ch = NULL;
+  int fd_path = w->block->handle_type == hipMemHandleTypePosixFileDescriptor && w->world > 1;
+  if (fd_path) {
+    MORI_GUARD(mori_channel_open(w->seq, &ch));
+    MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch, 0, 0));
+  }
+  fill_request(w, ch ? mori_channel_name(ch) : "", &reqs[w->rank]);
+  MORI_GUARD(publish_request(w, store, &reqs[w->rank]));
+  MORI_GUARD(gather_requests(w, store, reqs, timeout_ms));
+  mori_world_info info;
+  MORI_GUARD(mori_validate_world(reqs, w->world, w->rank, &info));
+  w->handle_type = (int)info.handle_type;
+  w->direct_access = info.world_within_direct_access;
+  if (fd_path) {
+    MORI_GUARD(exchange_fds(w, ch, reqs, timeout_ms));
+    /* The socket has done its work; closing it now bounds fd use. */
+    (void)mori_fsm_forget(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch);
+    mori_channel_close(ch);
+  } else {
+    for (int r = 0; r < w->world; r++)
+      if (r != w->rank) MORI_GUARD(import_peer(w, &reqs[r], -1));
+  }
+  return mori_fsm_fire(&w->fsm, MORI_EV_PUBLISH)
+             ? mori__error(MORI_ESTATE, "publish: %s", w->fsm.why)
+             : 0;
+}
+
+/* ---- MAP ---- */
+
+static hipMemGenericAllocationHandle_t slot_handle(const mori_window *w, int r) {
+  if (r == w->rank) return w->block->handle;
+  for (size_t i = 0; i < w->fsm.len; i++) {
+    const mori_ledger_entry *e = &w->fsm.ledger[i];
+    if (e->kind == MORI_RES_IMPORTED_HANDLE && e->aux == r)
+      return (hipMemGenericAllocationHandle_t)e->value;
+  }
+  return NULL;
+}
+
+static int device_table(mori_window *w, void **host, void **dev) {
+  size_t n = (size_t)w->world * sizeof(void *);
+  MORI_HIP("hipMalloc", mori_hipMalloc(dev, n));
+  MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)*dev, n, 0));
+  MORI_HIP("hipMemcpy", mori_hipMemcpy(*dev, host, n, hipMemcpyHostToDevice));
+  return 0;
+}
+
+static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
+  const mori_block *b = w->block;
+  size_t stride = b->alloc_size, total = stride * (size_t)w->world;
+  void *span = NULL;
+  MORI_HIP("hipMemAddressReserve", mori_hipMemAddressReserve(&span, total, stride, NULL, 0));
+  MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_SPAN_RESERVATION, (uintptr_t)span, total, 0));
+  w->span = span;
+  w->stride = stride;
+  hipMemAccessDesc access = {{hipMemLocationTypeDevice, b->device},
+                             hipMemAccessFlagsProtReadWrite};
+  for (int r = 0; r < w->world; r++) {
+    char *slot = (char *)span + (size_t)r * stride;
+    MORI_HIP("hipMemMap", mori_hipMemMap(slot, stride, 0, slot_handle(w, r), 0));
+    MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_SLOT_MAPPING, (uintptr_t)slot, stride, r));
+    MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot, stride, &access, 1));
+    w->buffer_ptrs[r] = slot;
+    w->pad_ptrs[r] = slot + b->signal_pad_offset;
+  }
+  MORI_GUARD(device_table(w, w->buffer_ptrs, &w->buffer_ptrs_dev));
+  MORI_GUARD(device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev));
+  /* No rank may use the window before every rank has mapped it. */
+  char key[512];
+  store_key(key, sizeof key, w, "mapped", w->rank);
+  MORI_GUARD(store->set(store, key, "1", 1));
+  void **vals = calloc((size_t)w->world, sizeof *vals);
+  size_t *lens = calloc((size_t)w->world, sizeof *lens);
+  int rc = vals && lens ? gather(w, store, "mapped", vals, lens, timeout_ms)
+                        : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (vals) free_vals(vals, w->world);
+  free(vals);
+  free(lens);
+  MORI_GUARD(rc);
+  return mori_fsm_fire(&w->fsm, MORI_EV_MAP) ? mori__error(MORI_ESTATE, "map: %s", w->fsm.why)
+                                             : 0;
+}
+
+/* ---- rendezvous ---- */
+
+static void window_free(mori_window *w) {
+  mori_fsm_destroy(&w->fsm);
+  free(w->group);
+  free(w->buffer_ptrs);
+  free(w->pad_ptrs);
+  free(w->put_seq);
+  free(w->wait_seq);
+  free(w);
+}
+
+static mori_window *window_new(mori_block *b, const char *group, int rank, int world) {
+  mori_window *w = calloc(1, sizeof *w);
+  if (w == NULL) return NULL;
+  w->block = b;
+  w->rank = rank;
+  w->world = world;
+  w->id = next_window_id++;
+  w->group = strdup(group);
+  w->buffer_ptrs = calloc((size_t)world, sizeof(void *));
+  w->pad_ptrs = calloc((size_t)world, sizeof(void *));
+  size_t cells = b->signal_pad_size / 4;
+  w->max_channels = (int)(cells / (size_t)world);
+  w->put_seq = calloc(cells ? cells : 1, sizeof(uint32_t));
+  w->wait_seq = calloc(cells ? cells : 1, sizeof(uint32_t));
+  mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world);
+  if (!w->group || !w->buffer_ptrs || !w->pad_ptrs || !w->put_seq || !w->wait_seq) {
+    window_free(w);
+    return NULL;
+  }
+  return w;
+}
+
+static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
+                          mori_store *store, mori_window **out) {
+  int timeout_ms = mori_symm_timeout_ms();
+  uint64_t seq = 0;
+  MORI_GUARD(take_seq(group, &seq));
+  mori_window *w = window_new(b, group, rank, world);
+  if (w == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  w->seq = seq;
+  mori_request *reqs = calloc((size_t)world, sizeof *reqs);
+  double t0 = mori__now_us();
+  int rc = reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (rc == 0) rc = mori_fsm_push(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)b, 0, 0);
+  if (rc == 0 && mori_fsm_fire(&w->fsm, MORI_EV_ATTACH) != 0)
+    rc = mori__error(MORI_ESTATE, "attach: %s", w->fsm.why);
+  hipError_t e = rc == 0 ? mori_hipSetDevice(b->device) : hipSuccess;
+  if (e != hipSuccess) rc = mori__hip_error("hipSetDevice", e);
+  if (rc == 0) rc = publish(w, store, reqs, timeout_ms);
+  if (rc == 0) rc = map_span(w, store, timeout_ms);
+  free(reqs);
+  if (rc != 0) {
+    (void)mori_fsm_fail(&w->fsm, mori__release_entry, NULL);
+    mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", rank,
+                       group, w->id, (unsigned long long)seq);
+    MORI_LOG(MORI_LOG_WARN, rank, w->id, "%s", mori_last_error());
+    window_free(w);
+    return rc;
+  }
+  w->next = b->windows;
+  b->windows = w;
+  stat_windows_live++;
+  stat_rendezvous++;
+  MORI_LOG(MORI_LOG_INFO, rank, w->id, "rendezvous group %s seq %llu: %d ranks, %s, %.0f us",
+           group, (unsigned long long)seq, world,
+           w->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
+           mori__now_us() - t0);
+  *out = w;
+  return 0;
+}
+
+int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
+                         mori_store *store, mori_window **out, size_t *offset) {
+  if (group == NULL || *group == '\0' || store == NULL || out == NULL)
+    return mori__error(MORI_EINVAL, "rendezvous: group, store and out are required");
+  if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
+    return mori__error(MORI_ERANGE, "rendezvous: rank %d / world_size %d out of range", rank,
+                       world_size);
+  pthread_mutex_lock(&mori__lock);
+  int rc = 0;
+  mori_block *b = mori__block_find(ptr);
+  if (b == NULL) {
+    rc = mori__error(MORI_ENOTFOUND, "rendezvous(%p): not in a mori-symm allocation", ptr);
+  } else {
+    mori_window *w = mori__window_find(b, group);
+    if (w != NULL) {
+      if (w->rank != rank || w->world != world_size)
+        rc = mori__error(MORI_EMISMATCH,
+                         "rendezvous: group %s was set up as rank %d of %d, not %d of %d",
+                         group, w->rank, w->world, rank, world_size);
+      else
+        stat_cache_hits++;
+    } else {
+      rc = rendezvous_new(b, group, rank, world_size, store, &w);
+    }
+    if (rc == 0) {
+      *out = w;
+      if (offset) *offset = (size_t)((uintptr_t)ptr - (uintptr_t)b->base);
+    }
+  }
+  pthread_mutex_unlock(&mori__lock);
+  return rc;
+}
+
+/* ---- teardown ---- */
+
+int mori__window_destroy(mori_window *w) {
+  mori_block *b = w->block;
+  for (mori_window **p = &b->windows; *p != NULL; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      break;
+    }
+  (void)mori_hipSetDevice(b->device);
+  /* Nothing may still be in flight to or from the slots being unmapped. */
+  hipError_t e = mori_hipDeviceSynchronize();
+  int rc = e == hipSuccess ? 0 : mori__hip_error("hipDeviceSynchronize", e);
+  int rel = mori_fsm_release(&w->fsm, mori__release_entry, NULL);
+  if (rc == 0) rc = rel;
+  if (rc != 0) mori__error_prefix("rank %d window %ld teardown: ", w->rank, w->id);
+  MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "released group %s%s", w->group, rc ? " (errors)" : "");
+  stat_windows_live--;
+  window_free(w);
+  return rc;
+}
+
+/* ---- signals ---- */
+
+static uint32_t *private_cell(const mori_window *w, int owner, int channel, int peer) {
+  char *pad = (char *)w->pad_ptrs[owner] + w->block->signal_pad_size;
+  return (uint32_t *)pad + (size_t)channel * (size_t)w->world + (size_t)peer;
+}
+
+static int check_signal(const mori_window *w, const char *op, int peer, int channel) {
+  if (w->block->signal_pad_size == 0)
+    return mori__error(MORI_ENOTSUP, "%s: the signal pad is disabled (size 0)", op);
+  if (peer < 0 || peer >= w->world)
+    return mori__error(MORI_ERANGE, "%s: rank %d out of range [0, %d)", op, peer, w->world);
+  if (channel < 0 || channel >= w->max_channels)
+    return mori__error(MORI_ERANGE, "%s: channel %d out of range [0, %d)", op, channel,
+                       w->max_channels);
+  return 0;
+}
+
+static int put(mori_window *w, int dst, int channel, void *stream) {
+  uint32_t v = ++w->put_seq[(size_t)channel * (size_t)w->world + (size_t)dst];
+  MORI_HIP("hipStreamWriteValue32",
+           mori_hipStreamWriteValue32((hipStream_t)stream, private_cell(w, dst, channel, w->rank),
+                                      v, 0));
+  return 0;
+}
+
+static int wait_cell(mori_window *w, int src, int channel, void *stream) {
+  uint32_t v = ++w->wait_seq[(size_t)channel * (size_t)w->world + (size_t)src];
+  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream,
+                                           private_cell(w, w->rank, channel, src), v,
+                                           hipStreamWaitValueGte, 0xffffffffu);
+  if (e == hipErrorLaunchTimeOut)
+    return mori__error(MORI_ETIMEDOUT, "wait_signal: rank %d never signalled channel %d (%s)",
+                       src, channel, mori_shim_message());
+  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
+  return 0;
+}
+
+int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
+                           int timeout_ms) {
+  (void)timeout_ms;
+  MORI_GUARD(check_signal(w, "put_signal", dst_rank, channel));
+  return put(w, dst_rank, channel, stream);
+}
+
+int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
+                            int timeout_ms) {
+  (void)timeout_ms;
+  MORI_GUARD(check_signal(w, "wait_signal", src_rank, channel));
+  return wait_cell(w, src_rank, channel, stream);
+}
+
+int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms) {
+  (void)timeout_ms;
+  MORI_GUARD(check_signal(w, "barrier", w->rank, channel));
+  for (int i = 1; i < w->world; i++) MORI_GUARD(put(w, (w->rank + i) % w->world, channel, stream));
+  for (int i = 1; i < w->world; i++)
+    MORI_GUARD(wait_cell(w, (w->rank + w->world - i) % w->world, channel, stream));
+  return 0;
+}
+
+/* ---- accessors ---- */
+
+int mori_window_rank(const mori_window *w) { return w->rank; }
+int mori_window_world_size(const mori_window *w) { return w->world; }
+int mori_window_device(const mori_window *w) { return w->block->device; }
+size_t mori_window_buffer_size(const mori_window *w) { return w->block->buffer_size; }
+size_t mori_window_signal_pad_size(const mori_window *w) { return w->block->signal_pad_size; }
+int mori_window_handle_type(const mori_window *w) { return w->handle_type; }
+int mori_window_world_within_direct_access(const mori_window *w) { return w->direct_access; }
+void *const *mori_window_buffer_ptrs(const mori_window *w) { return w->buffer_ptrs; }
+void *const *mori_window_signal_pad_ptrs(const mori_window *w) { return w->pad_ptrs; }
+void *mori_window_buffer_ptrs_dev(const mori_window *w) { return w->buffer_ptrs_dev; }
+void *mori_window_signal_pad_ptrs_dev(const mori_window *w) { return w->pad_ptrs_dev; }
+int mori_window_max_channels(const mori_window *w) { return w->max_channels; }
+
+void *mori_window_span(const mori_window *w, size_t *stride) {
+  if (stride) *stride = w->stride;
+  return w->span;
+}
+
+void mori_symm_stats_get(mori_symm_stats *out) {
+  pthread_mutex_lock(&mori__lock);
+  out->blocks = mori__blocks_live();
+  out->windows = stat_windows_live;
+  out->cache_hits = stat_cache_hits;
+  out->rendezvous = stat_rendezvous;
+  pthread_mutex_unlock(&mori__lock);
+}
