@@ -46,8 +46,10 @@ static void remove_tree(const char *dir) {
 }
 
 static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir, int wfd) {
-  char msg[1024] = "";
+  char msg[1024] = "", rank_text[16];
   mori_store *store = NULL;
+  snprintf(rank_text, sizeof rank_text, "%d", rank);
+  setenv("MORI_RANK", rank_text, 1); /* the fault shim reads its rank here */
   int rc = mori_file_store_open(dir, &store);
   if (rc != 0) {
     snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);

@@ -25,6 +25,7 @@ static const struct {
     {MORI_ENOTSUP, "MORI_ENOTSUP", "not supported"},
     {MORI_EAUTH, "MORI_EAUTH", "credentials do not match"},
     {MORI_ERANGE, "MORI_ERANGE", "out of range"},
+    {MORI_EPEER, "MORI_EPEER", "a peer failed"},
 };
 
 static int find(int code) {

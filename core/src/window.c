@@ -53,30 +53,49 @@ static void store_key(char *out, size_t n, const mori_window *w, const char *wha
   snprintf(out, n, "mori_symm/%s/%llu/%s/%d", w->group, (unsigned long long)w->seq, what, rank);
 }
 
-/* Gets what/<r> for every rank r != self; on a timeout names every rank
- * still missing (checked once more without waiting). */
+/* Gets what/<r> for every rank r != self.  Polls in short slices so that
+ * an abort key published by a failing peer ends the wait early; on a
+ * timeout names every rank still missing. */
 static int gather(mori_window *w, mori_store *store, const char *what, void **vals,
                   size_t *lens, int timeout_ms) {
   char key[512], missing[256] = "";
-  int rc = 0, nmissing = 0;
+  int remaining = w->world - 1;
   double deadline = mori__now_us() + timeout_ms * 1e3;
-  for (int r = 0; r < w->world; r++) {
-    if (r == w->rank) continue;
-    store_key(key, sizeof key, w, what, r);
-    double left_ms = (deadline - mori__now_us()) / 1e3;
-    int get = store->get(store, key, &vals[r], &lens[r], left_ms > 0 ? (int)left_ms : 0);
-    if (get == MORI_ETIMEDOUT) {
-      size_t m = strlen(missing);
-      snprintf(missing + m, sizeof missing - m, "%s%d", nmissing++ ? "," : "", r);
-      rc = MORI_ETIMEDOUT;
-    } else if (get != 0) {
-      return get;
+  for (;;) {
+    for (int r = 0; r < w->world && remaining > 0; r++) {
+      if (r == w->rank || vals[r] != NULL) continue;
+      store_key(key, sizeof key, w, what, r);
+      int get = store->get(store, key, &vals[r], &lens[r], remaining > 4 ? 2 : 10);
+      if (get == 0) remaining--;
+      else if (get != MORI_ETIMEDOUT) return get;
     }
+    if (remaining == 0) return 0;
+    void *why = NULL;
+    size_t why_len = 0;
+    store_key(key, sizeof key, w, "abort", 0);
+    if (store->get(store, key, &why, &why_len, 0) == 0) {
+      int rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s",
+                           what, (int)why_len, (const char *)why);
+      free(why);
+      return rc;
+    }
+    if (mori__now_us() > deadline) break;
   }
-  if (rc != 0)
-    return mori__error(MORI_ETIMEDOUT, "timed out after %d ms waiting for %s from rank(s) %s",
-                       timeout_ms, what, missing);
-  return 0;
+  for (int r = 0, n = 0; r < w->world; r++)
+    if (r != w->rank && vals[r] == NULL) {
+      size_t m = strlen(missing);
+      snprintf(missing + m, sizeof missing - m, "%s%d", n++ ? "," : "", r);
+    }
+  return mori__error(MORI_ETIMEDOUT, "timed out after %d ms waiting for %s from rank(s) %s",
+                     timeout_ms, what, missing);
+}
+
+/* Tells the group this rank gave up, so peers stop waiting (best effort). */
+static void publish_abort(mori_window *w, mori_store *store) {
+  char key[512], why[768];
+  store_key(key, sizeof key, w, "abort", 0);
+  int n = snprintf(why, sizeof why, "rank %d: %s", w->rank, mori_last_error());
+  (void)store->set(store, key, why, (size_t)(n < (int)sizeof why ? n : (int)sizeof why - 1));
 }
 
 static void free_vals(void **vals, int n) {
@@ -315,6 +334,7 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
   if (rc == 0) rc = map_span(w, store, timeout_ms);
   free(reqs);
   if (rc != 0) {
+    if (rc != MORI_EPEER) publish_abort(w, store);
     (void)mori_fsm_fail(&w->fsm, mori__release_entry, NULL);
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", rank,
                        group, w->id, (unsigned long long)seq);

@@ -28,7 +28,8 @@ enum {
   MORI_ENOTSUP = -10,  /* not supported by this configuration */
   MORI_EAUTH = -11,    /* credentials do not match the sender's request */
   MORI_ERANGE = -12,   /* rank, channel or size out of bounds */
-  MORI_E__LAST = -12
+  MORI_EPEER = -13,    /* a peer reported that it failed */
+  MORI_E__LAST = -13
 };
 
 /* "MORI_ETIMEDOUT" and a short description. */

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mori-symm builds and tests with (as root).
+# Without root it only checks that they are present.
+set -euo pipefail
+pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages: ${missing[*]} (run as root to install)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

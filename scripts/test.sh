@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, runs every ctest
+# label (unit, sim, fault, fuzz, valgrind); ctest's summary line closes it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -G Ninja
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" "$@"

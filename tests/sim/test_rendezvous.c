@@ -1,0 +1,352 @@
+/*
+ * test_rendezvous.c - multi-process specifications of the core on the sim
+ * shim: each test forks N ranks over a file store and checks what every
+ * rank saw, that nothing leaked (shim ledger, fds), and that failures are
+ * bounded and named.  ctest runs this binary under several arch profiles
+ * and quirk sets (MORI_SIM_ARCH, MORI_SIM_QUIRKS).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "launch.h"
+#include "mori/symm.h"
+
+#define MiB (1u << 20)
+
+/* Per-rank epilogue: free everything, then the ledger and fds must be back. */
+static int finish(int fds0, char *msg, size_t msglen, const char *what) {
+  if (mori_symm_release_all() != 0) {
+    snprintf(msg, msglen, "release_all: %s", mori_last_error());
+    return 1;
+  }
+  long leaks = mori_shim_ledger_total();
+  int fds = mori_count_fds() - fds0;
+  if (leaks != 0 || fds != 0) {
+    mori_shim_ledger_report(stderr);
+    snprintf(msg, msglen, "%s: leaks=%ld fds=%+d", what, leaks, fds);
+    return 1;
+  }
+  snprintf(msg, msglen, "ok %s", what);
+  return 0;
+}
+
+#define CHECK(cond, ...)                                                             \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      int n_ = snprintf(msg, msglen, "rank %d line %d: ", ctx->rank, __LINE__);      \
+      snprintf(msg + n_, msglen - (size_t)n_, __VA_ARGS__);                          \
+      return 1;                                                                      \
+    }                                                                                \
+  } while (0)
+
+static int setup_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  return 0;
+}
+
+/* Every rank writes its rank into every peer's slot and reads all back. */
+static int check_peer_access(const mori_rank_ctx *ctx, mori_window *w, char *msg, size_t msglen) {
+  int world = ctx->world;
+  void *const *peers = mori_window_buffer_ptrs(w);
+  for (int p = 0; p < world; p++) {
+    uint32_t v = 0xA5000000u | (uint32_t)(ctx->rank << 8) | (uint32_t)p;
+    CHECK(mori_hipMemcpy((uint32_t *)peers[p] + ctx->rank, &v, 4, hipMemcpyHostToDevice) ==
+              hipSuccess, "write to peer %d: %s", p, mori_shim_message());
+  }
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  for (int q = 0; q < world; q++) {
+    uint32_t v = 0;
+    CHECK(mori_hipMemcpy(&v, (uint32_t *)peers[ctx->rank] + q, 4, hipMemcpyDeviceToHost) ==
+              hipSuccess, "read own slot: %s", mori_shim_message());
+    CHECK(v == (0xA5000000u | (uint32_t)(q << 8) | (uint32_t)ctx->rank),
+          "word from rank %d is 0x%08x", q, v);
+  }
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  return 0;
+}
+
+static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  size_t off = 99;
+  CHECK(mori_symm_alloc(3 * MiB + 5, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, &off) == 0,
+        "rendezvous: %s", mori_last_error());
+  CHECK(off == 0, "offset %zu", off);
+  CHECK(mori_window_world_size(w) == ctx->world && mori_window_rank(w) == ctx->rank, "geometry");
+  CHECK(mori_window_world_within_direct_access(w) == 1, "direct access");
+  CHECK(mori_window_buffer_size(w) == 3 * MiB + 5, "buffer size");
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  /* put/wait around the ring, several rounds, on two channels */
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  for (int round = 0; round < 3; round++)
+    for (int ch = 1; ch < 3; ch++) {
+      CHECK(mori_window_put_signal(w, next, ch, NULL, 0) == 0, "put: %s", mori_last_error());
+      CHECK(mori_window_wait_signal(w, prev, ch, NULL, 0) == 0, "wait: %s", mori_last_error());
+    }
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  /* torch's part of the pad stays zero: signals use the private area */
+  uint32_t pad[16];
+  CHECK(mori_hipMemcpy(pad, mori_window_signal_pad_ptrs(w)[ctx->rank], sizeof pad,
+                       hipMemcpyDeviceToHost) == hipSuccess, "read pad");
+  for (int i = 0; i < 16; i++) CHECK(pad[i] == 0, "torch pad word %d is %u", i, pad[i]);
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "lifecycle");
+}
+
+/* dead_rank: the one rank expected to exit nonzero on purpose (-1: none). */
+static void run_expect(int world, mori_rank_fn fn, void *arg, int dead_rank) {
+  mori_rank_result *res = calloc((size_t)world, sizeof *res);
+  int failed = mori_launch(world, fn, arg, 60000, res);
+  for (int r = 0; r < world; r++) {
+    int bad = res[r].hung || res[r].signal || (res[r].exit_code != 0) != (r == dead_rank);
+    if (bad)
+      print_error("rank %d: exit %d signal %d hung %d: %s\n", r, res[r].exit_code,
+                  res[r].signal, res[r].hung, res[r].msg);
+    assert_int_equal(res[r].hung, 0);
+    assert_int_equal(res[r].signal, 0);
+    assert_int_equal(res[r].exit_code != 0, r == dead_rank);
+  }
+  assert_int_equal(failed, dead_rank >= 0 ? 1 : 0);
+  free(res);
+}
+
+
+static void lifecycle_at_2_ranks(void **s) { (void)s; run_expect(2, lifecycle_rank, NULL, -1); }
+static void lifecycle_at_3_ranks(void **s) { (void)s; run_expect(3, lifecycle_rank, NULL, -1); }
+static void lifecycle_at_4_ranks(void **s) { (void)s; run_expect(4, lifecycle_rank, NULL, -1); }
+static void lifecycle_at_8_ranks(void **s) { (void)s; run_expect(8, lifecycle_rank, NULL, -1); }
+static void lifecycle_at_16_ranks(void **s) { (void)s; run_expect(16, lifecycle_rank, NULL, -1); }
+static void single_rank_world_needs_no_peers(void **s) { (void)s; run_expect(1, lifecycle_rank, NULL, -1); }
+
+static int cache_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL, *again = NULL;
+  size_t off = 0;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  mori_symm_stats st0, st1;
+  mori_symm_stats_get(&st0);
+  for (int i = 0; i < 100; i++) {
+    CHECK(mori_symm_rendezvous((char *)base + 4096 + (size_t)i, "g", ctx->rank, ctx->world,
+                               ctx->store, &again, &off) == 0, "cached: %s", mori_last_error());
+    CHECK(again == w, "cached rendezvous returned another window");
+    CHECK(off == 4096 + (size_t)i, "interior offset %zu", off);
+  }
+  mori_symm_stats_get(&st1);
+  CHECK(st1.cache_hits - st0.cache_hits == 100, "cache hits %ld", st1.cache_hits - st0.cache_hits);
+  CHECK(st1.rendezvous == st0.rendezvous, "a cached call ran a new rendezvous");
+  size_t bsz = 0;
+  CHECK(mori_symm_lookup((char *)base + MiB - 1, &bsz, &off) == 0 && off == MiB - 1, "lookup");
+  CHECK(mori_symm_lookup((char *)base + MiB, NULL, NULL) == MORI_ENOTFOUND,
+        "a pointer past the buffer must not be found");
+  CHECK(mori_symm_free((char *)base + 16) == MORI_ENOTFOUND, "free of an interior pointer");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) ==
+            MORI_ENOTFOUND, "rendezvous on a freed block");
+  return finish(fds0, msg, msglen, "cache");
+}
+
+static void repeated_rendezvous_is_a_cache_hit(void **s) { (void)s; run_expect(3, cache_rank, NULL, -1); }
+
+static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *a = NULL, *b = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "alpha", ctx->rank, ctx->world, ctx->store, &a, NULL) == 0,
+        "alpha: %s", mori_last_error());
+  /* the second group numbers ranks in reverse */
+  int rb = ctx->world - 1 - ctx->rank;
+  CHECK(mori_symm_rendezvous(base, "beta", rb, ctx->world, ctx->store, &b, NULL) == 0,
+        "beta: %s", mori_last_error());
+  CHECK(a != b, "two groups share one window");
+  if (check_peer_access(ctx, a, msg, msglen)) return 1;
+  /* the same memory through the other group's span: slot rb of beta is mine */
+  uint32_t v = 0;
+  CHECK(mori_hipMemcpy(&v, (uint32_t *)mori_window_buffer_ptrs(b)[rb] + 0, 4,
+                       hipMemcpyDeviceToHost) == hipSuccess, "read via beta");
+  CHECK(v == (0xA5000000u | (uint32_t)ctx->rank), "beta slot shows 0x%08x", v);
+  CHECK(mori_window_barrier(b, 0, NULL, 0) == 0, "beta barrier: %s", mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "two groups");
+}
+
+static void two_groups_on_one_block(void **s) { (void)s; run_expect(4, two_groups_rank, NULL, -1); }
+
+/* Groups {0,1,2} and {1,2,3} of a 4-rank job, both on one block each. */
+static int overlap_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *x = NULL, *y = NULL;
+  mori_window *w = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &x) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &y) == 0, "alloc: %s", mori_last_error());
+  for (int round = 0; round < 2; round++) {
+    void *buf = round ? y : x;
+    if (ctx->rank <= 2) {
+      CHECK(mori_symm_rendezvous(buf, "low", ctx->rank, 3, ctx->store, &w, NULL) == 0,
+            "low: %s", mori_last_error());
+      CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "low barrier: %s", mori_last_error());
+    }
+    if (ctx->rank >= 1) {
+      CHECK(mori_symm_rendezvous(buf, "high", ctx->rank - 1, 3, ctx->store, &w, NULL) == 0,
+            "high: %s", mori_last_error());
+      CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "high barrier: %s", mori_last_error());
+    }
+  }
+  CHECK(mori_symm_free(x) == 0 && mori_symm_free(y) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "overlap");
+}
+
+static void overlapping_subgroups_keep_their_own_sequence(void **s) {
+  (void)s;
+  run_expect(4, overlap_rank, NULL, -1);
+}
+
+/* ---- failures ---- */
+
+static int dying_peer_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  mori_symm_set_timeout_ms(1500);
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ctx->rank == 1) _exit(3); /* dies before publishing its request */
+  int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  CHECK(rc == MORI_ETIMEDOUT, "expected MORI_ETIMEDOUT, got %d: %s", rc, mori_last_error());
+  CHECK(strstr(mori_last_error(), "rank(s) 1") != NULL, "error does not name rank 1: %s",
+        mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "dying peer");
+}
+
+static void dying_peer_gives_timeout_naming_it(void **s) {
+  (void)s;
+  run_expect(3, dying_peer_rank, NULL, 1);
+}
+
+static int size_mismatch_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  CHECK(mori_symm_alloc(ctx->rank == 2 ? 3 * MiB : MiB, ctx->rank, &base) == 0, "alloc");
+  int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  CHECK(rc == MORI_EMISMATCH, "expected MORI_EMISMATCH, got %d: %s", rc, mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "size mismatch");
+}
+
+static void rendezvous_rejects_unequal_sizes_on_every_rank(void **s) {
+  (void)s;
+  run_expect(3, size_mismatch_rank, NULL, -1);
+}
+
+static int cross_host_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (ctx->rank == 1) setenv("MORI_SYMM_HOST_ID", "0123456789abcdef0123456789abcdef", 1);
+  CHECK(mori_symm_alloc(MiB, 0, &base) == 0, "alloc: %s", mori_last_error());
+  int type = 0;
+  CHECK(mori_symm_probe(0, &type, NULL, 0) == 0, "probe");
+  int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  if (type == hipMemHandleTypeFabric) {
+    /* fabric handles cross hosts: the window forms but is not all direct */
+    CHECK(rc == 0, "fabric across hosts: %s", mori_last_error());
+    CHECK(mori_window_world_within_direct_access(w) == 1, "fabric is direct access");
+    CHECK(mori_symm_free(base) == 0, "free");
+    return finish(fds0, msg, msglen, "cross host fabric");
+  }
+  CHECK(rc == MORI_EMISMATCH, "expected MORI_EMISMATCH, got %d: %s", rc, mori_last_error());
+  CHECK(strstr(mori_last_error(), "host") != NULL, "message does not say host: %s",
+        mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "cross host");
+}
+
+static void posix_fd_group_spanning_hosts_is_refused(void **s) {
+  (void)s;
+  run_expect(2, cross_host_rank, NULL, -1);
+}
+
+static int wait_timeout_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc");
+  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  int rc = mori_window_wait_signal(w, (ctx->rank + 1) % ctx->world, 3, NULL, 0);
+  CHECK(rc == MORI_ETIMEDOUT, "expected MORI_ETIMEDOUT, got %d: %s", rc, mori_last_error());
+  CHECK(mori_window_put_signal(w, ctx->world, 0, NULL, 0) == MORI_ERANGE, "rank bound");
+  CHECK(mori_window_put_signal(w, 0, mori_window_max_channels(w), NULL, 0) == MORI_ERANGE,
+        "channel bound");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "wait timeout");
+}
+
+static void wait_signal_without_put_times_out(void **s) {
+  (void)s;
+  setenv("MORI_SIM_WAIT_TIMEOUT_MS", "300", 1);
+  run_expect(2, wait_timeout_rank, NULL, -1);
+  unsetenv("MORI_SIM_WAIT_TIMEOUT_MS");
+}
+
+static int no_pad_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  mori_symm_set_signal_pad_size(0);
+  CHECK(mori_symm_alloc(2 * MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  size_t stride = 0;
+  mori_window_span(w, &stride);
+  CHECK(stride == 2 * MiB, "without a pad 2 MiB fits one granule, stride %zu", stride);
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ENOTSUP, "barrier without a pad");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "no pad");
+}
+
+static void signal_pad_size_zero_turns_signals_off(void **s) { (void)s; run_expect(2, no_pad_rank, NULL, -1); }
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(single_rank_world_needs_no_peers),
+      cmocka_unit_test(lifecycle_at_2_ranks),
+      cmocka_unit_test(lifecycle_at_3_ranks),
+      cmocka_unit_test(lifecycle_at_4_ranks),
+      cmocka_unit_test(lifecycle_at_8_ranks),
+      cmocka_unit_test(lifecycle_at_16_ranks),
+      cmocka_unit_test(repeated_rendezvous_is_a_cache_hit),
+      cmocka_unit_test(two_groups_on_one_block),
+      cmocka_unit_test(overlapping_subgroups_keep_their_own_sequence),
+      cmocka_unit_test(dying_peer_gives_timeout_naming_it),
+      cmocka_unit_test(rendezvous_rejects_unequal_sizes_on_every_rank),
+      cmocka_unit_test(posix_fd_group_spanning_hosts_is_refused),
+      cmocka_unit_test(wait_signal_without_put_times_out),
+      cmocka_unit_test(signal_pad_size_zero_turns_signals_off),
+  };
+  setenv("MORI_SIM_DEVICES", "16", 0);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
