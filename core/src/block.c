@@ -222,6 +222,7 @@ static int alloc_locked(size_t size, int device, void **ptr) {
     rc = e != hipSuccess ? mori__hip_error("hipMemGetAllocationGranularity", e)
                          : mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
   } else {
+    b->granularity = gran;
     b->alloc_size = mori__round_up(b->signal_pad_offset + 2 * b->signal_pad_size, gran);
     if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
     rc = allocate(b, &prop, gran);

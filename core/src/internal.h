@@ -46,6 +46,7 @@ int mori__release_entry(void *ctx, const mori_ledger_entry *e);
 typedef struct mori_block {
   void *base;               /* local mapping == the pointer handed to torch */
   size_t alloc_size;        /* physical bytes (granularity multiple) == stride */
+  size_t granularity;       /* the runtime's recommended granularity */
   size_t buffer_size;       /* what the user asked for */
   size_t signal_pad_offset; /* torch pad here; private counters after it */
   size_t signal_pad_size;
@@ -81,7 +82,6 @@ struct mori_window {
   size_t stride;
   void **buffer_ptrs, **pad_ptrs; /* host tables */
   void *buffer_ptrs_dev, *pad_ptrs_dev;
-  uint32_t *put_seq, *wait_seq;   /* per (channel, peer) signal counters */
   int max_channels;
 };
 

@@ -198,7 +198,7 @@ static int exchange_fds(mori_window *w, mori_channel *ch, const mori_request *re
 
 static int publish(mori_window *w, mori_store *store, mori_request *reqs, int timeout_ms) {
   mori_channel *ch = NULL;
-  int fd_path = w->block->handle_type == hipMemHandleTypePosixFileDescriptor && w->world > 1;
+  int fd_path = w->block->handle_type == hipMemHandleTypePosixFileDescriptor;
   if (fd_path) {
     MORI_GUARD(mori_channel_open(w->seq, &ch));
     MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch, 0, 0));
@@ -248,7 +248,7 @@ static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
   const mori_block *b = w->block;
   size_t stride = b->alloc_size, total = stride * (size_t)w->world;
   void *span = NULL;
-  MORI_HIP("hipMemAddressReserve", mori_hipMemAddressReserve(&span, total, stride, NULL, 0));
+  MORI_HIP("hipMemAddressReserve", mori_hipMemAddressReserve(&span, total, b->granularity, NULL, 0));
   MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_SPAN_RESERVATION, (uintptr_t)span, total, 0));
   w->span = span;
   w->stride = stride;
@@ -287,8 +287,6 @@ static void window_free(mori_window *w) {
   free(w->group);
   free(w->buffer_ptrs);
   free(w->pad_ptrs);
-  free(w->put_seq);
-  free(w->wait_seq);
   free(w);
 }
 
@@ -304,10 +302,8 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   w->pad_ptrs = calloc((size_t)world, sizeof(void *));
   size_t cells = b->signal_pad_size / 4;
   w->max_channels = (int)(cells / (size_t)world);
-  w->put_seq = calloc(cells ? cells : 1, sizeof(uint32_t));
-  w->wait_seq = calloc(cells ? cells : 1, sizeof(uint32_t));
   mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world);
-  if (!w->group || !w->buffer_ptrs || !w->pad_ptrs || !w->put_seq || !w->wait_seq) {
+  if (!w->group || !w->buffer_ptrs || !w->pad_ptrs) {
     window_free(w);
     return NULL;
   }
@@ -427,23 +423,32 @@ static int check_signal(const mori_window *w, const char *op, int peer, int chan
   return 0;
 }
 
+/* A cell is a one-slot mailbox, as in torch's own pads: put waits until the
+ * receiver has emptied it (0) and sets it (1); wait waits for 1 and empties
+ * it.  Cells return to 0 after every use, so groups sharing a block can use
+ * the same channel one after another (not at the same time, as in torch). */
 static int put(mori_window *w, int dst, int channel, void *stream) {
-  uint32_t v = ++w->put_seq[(size_t)channel * (size_t)w->world + (size_t)dst];
-  MORI_HIP("hipStreamWriteValue32",
-           mori_hipStreamWriteValue32((hipStream_t)stream, private_cell(w, dst, channel, w->rank),
-                                      v, 0));
+  uint32_t *cell = private_cell(w, dst, channel, w->rank);
+  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream, cell, 0, hipStreamWaitValueEq,
+                                           0xffffffffu);
+  if (e == hipErrorLaunchTimeOut)
+    return mori__error(MORI_ETIMEDOUT,
+                       "put_signal: rank %d never consumed the previous signal on channel %d (%s)",
+                       dst, channel, mori_shim_message());
+  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
+  MORI_HIP("hipStreamWriteValue32", mori_hipStreamWriteValue32((hipStream_t)stream, cell, 1, 0));
   return 0;
 }
 
 static int wait_cell(mori_window *w, int src, int channel, void *stream) {
-  uint32_t v = ++w->wait_seq[(size_t)channel * (size_t)w->world + (size_t)src];
-  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream,
-                                           private_cell(w, w->rank, channel, src), v,
-                                           hipStreamWaitValueGte, 0xffffffffu);
+  uint32_t *cell = private_cell(w, w->rank, channel, src);
+  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream, cell, 1, hipStreamWaitValueEq,
+                                           0xffffffffu);
   if (e == hipErrorLaunchTimeOut)
     return mori__error(MORI_ETIMEDOUT, "wait_signal: rank %d never signalled channel %d (%s)",
                        src, channel, mori_shim_message());
   if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
+  MORI_HIP("hipStreamWriteValue32", mori_hipStreamWriteValue32((hipStream_t)stream, cell, 0, 0));
   return 0;
 }
 

@@ -77,11 +77,15 @@ void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
 /* The span: base and stride (slot r = base + r * stride). */
 void *mori_window_span(const mori_window *w, size_t *stride);
 
-/* Stream-ordered signals over the private counter area of the pad:
- * put_signal bumps this rank's cell in dst's pad; wait_signal waits for
- * src's cell in ours; barrier = put to all + wait on all.  stream is the
- * runtime's stream handle (NULL: default).  On sim the wait is bounded by
- * timeout_ms (0: the process default); on a GPU it is enqueued. */
+/* Stream-ordered signals over the private counter area of the pad (torch's
+ * own pad stays zero).  Cell (channel, src) of rank dst is a one-slot
+ * mailbox: put_signal waits until dst emptied it and sets it; wait_signal
+ * waits until src set it and empties it; barrier = put to all + wait on
+ * all.  Windows of one block share the cells, as torch's windows share its
+ * pad: two groups of one block may use a channel one after another, not
+ * at the same time.  stream is the runtime's stream (NULL: default).  On
+ * sim a wait is bounded by MORI_SIM_WAIT_TIMEOUT_MS; on a GPU it is
+ * enqueued on the stream.  timeout_ms is reserved. */
 int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
                            int timeout_ms);
 int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
