@@ -395,6 +395,11 @@ hipError_t mori_hipGetDeviceCount(int *count) {
   return leave("hipGetDeviceCount", B->device_count(count));
 }
 
+hipError_t mori_hipMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  ENTER("hipMemGetInfo", mem_get_info);
+  return leave("hipMemGetInfo", B->mem_get_info(free_bytes, total_bytes));
+}
+
 hipError_t mori_hipDeviceSynchronize(void) {
   ENTER("hipDeviceSynchronize", device_sync);
   return leave("hipDeviceSynchronize", B->device_sync());

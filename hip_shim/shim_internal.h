@@ -43,6 +43,7 @@ struct mori__shim_backend {
   hipError_t (*get_device)(int *device);
   hipError_t (*set_device)(int device);
   hipError_t (*device_count)(int *count);
+  hipError_t (*mem_get_info)(size_t *free_bytes, size_t *total_bytes); /* may be NULL */
   hipError_t (*device_sync)(void);
   hipError_t (*stream_sync)(hipStream_t stream);
   hipError_t (*write_value32)(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags);

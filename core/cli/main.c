@@ -101,6 +101,7 @@ static const struct {
 } commands[] = {
     {"probe", cli_probe, "per-device table: the handle type chosen and why"},
     {"demo", cli_demo, "N ranks: alloc, rendezvous, all-to-all, barriers, verify, teardown"},
+    {"cycles", cli_cycles, "alloc/rendezvous/barrier/free repeated: fd, ledger, memory growth"},
     {"fsm", cli_fsm, "--dot: the window state machine as a Graphviz diagram"},
 };
 

@@ -185,6 +185,7 @@ hipError_t mori_hipMemset(void *dst, int value, size_t size);
 hipError_t mori_hipGetDevice(int *device);
 hipError_t mori_hipSetDevice(int device);
 hipError_t mori_hipGetDeviceCount(int *count);
+hipError_t mori_hipMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 hipError_t mori_hipDeviceSynchronize(void);
 hipError_t mori_hipStreamSynchronize(hipStream_t stream);
 hipError_t mori_hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
