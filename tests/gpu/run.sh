@@ -20,13 +20,13 @@ passed=()
 step() {
   local name=$1; shift
   echo "=== $name: $*"
-  local t0=$(date +%s.%N)
+  local t0=$SECONDS
   if "$@" 2>&1 | tee "$RES/$name.log"; then
     passed+=("$name")
-    echo "=== PASS $name ($(echo "$(date +%s.%N) - $t0" | bc) s)"
+    echo "=== PASS $name ($((SECONDS - t0)) s)"
   else
     failed+=("$name")
-    echo "=== FAIL $name ($(echo "$(date +%s.%N) - $t0" | bc) s)"
+    echo "=== FAIL $name ($((SECONDS - t0)) s)"
   fi
 }
 
