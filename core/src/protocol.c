@@ -1,1 +1,231 @@
-/* protocol.c */
+/*
+ * protocol.c - what rendezvous checks in what other processes sent: the
+ * gathered world of requests, and each fd datagram against the request of
+ * the rank it claims.  Pure functions over decoded data; every rejection
+ * names the field, the ranks and the values.
+ */
+#include "mori/protocol.h"
+
+#include "mori/error.h"
+#include "mori/hip_shim.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+  uint32_t type;
+  const char *name;
+} handle_types[] = {
+    {hipMemHandleTypePosixFileDescriptor, "posix_fd"},
+    {hipMemHandleTypeFabric, "fabric"},
+};
+
+static const char *handle_type_name(uint32_t type) {
+  for (size_t i = 0; i < sizeof handle_types / sizeof handle_types[0]; i++)
+    if (handle_types[i].type == type) return handle_types[i].name;
+  return "unknown";
+}
+
+/* ---- the world ---- */
+
+/* Size fields every rank must agree on, compared against rank 0's. */
+static const struct {
+  const char *name;
+  size_t offset;
+} agreed_sizes[] = {
+    {"alloc_size", offsetof(mori_request, alloc_size)},
+    {"buffer_size", offsetof(mori_request, buffer_size)},
+    {"signal_pad_offset", offsetof(mori_request, signal_pad_offset)},
+    {"signal_pad_size", offsetof(mori_request, signal_pad_size)},
+};
+
+static uint64_t size_field(const mori_request *r, size_t offset) {
+  uint64_t v;
+  memcpy(&v, (const char *)r + offset, sizeof v);
+  return v;
+}
+
+static int check_identity(const mori_request *reqs, int world) {
+  for (int i = 0; i < world; i++) {
+    if (reqs[i].rank != (uint32_t)i)
+      return mori__error(MORI_EPROTO, "rendezvous: the request gathered for rank %d claims rank %u",
+                         i, reqs[i].rank);
+    if (reqs[i].world_size != (uint32_t)world)
+      return mori__error(MORI_EMISMATCH,
+                         "rendezvous: rank %d world_size %u differs from the group's %d", i,
+                         reqs[i].world_size, world);
+  }
+  return 0;
+}
+
+static int check_agreement(const mori_request *reqs, int world) {
+  for (int i = 1; i < world; i++) {
+    for (size_t f = 0; f < sizeof agreed_sizes / sizeof agreed_sizes[0]; f++) {
+      uint64_t mine = size_field(&reqs[i], agreed_sizes[f].offset);
+      uint64_t first = size_field(&reqs[0], agreed_sizes[f].offset);
+      if (mine != first)
+        return mori__error(MORI_EMISMATCH, "rendezvous: rank %d %s %llu differs from rank 0's %llu",
+                           i, agreed_sizes[f].name, (unsigned long long)mine,
+                           (unsigned long long)first);
+    }
+    if (reqs[i].handle_type != reqs[0].handle_type)
+      return mori__error(
+          MORI_EMISMATCH, "rendezvous: rank %d handle type %s differs from rank 0's %s", i,
+          handle_type_name(reqs[i].handle_type), handle_type_name(reqs[0].handle_type));
+  }
+  uint32_t type = reqs[0].handle_type;
+  if (type != hipMemHandleTypePosixFileDescriptor && type != hipMemHandleTypeFabric)
+    return mori__error(MORI_EPROTO, "rendezvous: handle type %u is neither posix_fd nor fabric",
+                       type);
+  return 0;
+}
+
+static int first_other_host(const mori_request *reqs, int world) {
+  for (int i = 1; i < world; i++)
+    if (memcmp(reqs[i].host_id, reqs[0].host_id, MORI_WIRE_HOST_ID_SIZE) != 0) return i;
+  return -1;
+}
+
+/* Duplicates are found by sorting (host, device) and nonce keys: worlds go
+ * up to MORI_WIRE_MAX_WORLD, where comparing every pair would be slow.
+ * Ties sort by rank, so the pair reported is deterministic. */
+typedef struct rank_key {
+  uint8_t host_id[MORI_WIRE_HOST_ID_SIZE];
+  int32_t device;
+  uint64_t nonce;
+  int rank;
+} rank_key;
+
+#define CMP(a, b) (((a) > (b)) - ((a) < (b)))
+
+static int same_device(const rank_key *a, const rank_key *b) {
+  return a->device == b->device && memcmp(a->host_id, b->host_id, MORI_WIRE_HOST_ID_SIZE) == 0;
+}
+
+static int cmp_device(const void *pa, const void *pb) {
+  const rank_key *a = pa, *b = pb;
+  int c = memcmp(a->host_id, b->host_id, MORI_WIRE_HOST_ID_SIZE);
+  if (c == 0) c = CMP(a->device, b->device);
+  return c ? c : CMP(a->rank, b->rank);
+}
+
+static int cmp_nonce(const void *pa, const void *pb) {
+  const rank_key *a = pa, *b = pb;
+  int c = CMP(a->nonce, b->nonce);
+  return c ? c : CMP(a->rank, b->rank);
+}
+
+static int check_distinct(const mori_request *reqs, int world) {
+  rank_key *keys = malloc((size_t)world * sizeof *keys);
+  if (!keys) return mori__error(MORI_ENOMEM, "rendezvous: malloc of %d rank keys failed", world);
+  for (int i = 0; i < world; i++) {
+    memcpy(keys[i].host_id, reqs[i].host_id, MORI_WIRE_HOST_ID_SIZE);
+    keys[i].device = reqs[i].device;
+    keys[i].nonce = reqs[i].nonce;
+    keys[i].rank = i;
+  }
+  int rc = 0;
+  qsort(keys, (size_t)world, sizeof *keys, cmp_device);
+  for (int i = 1; i < world && rc == 0; i++)
+    if (same_device(&keys[i - 1], &keys[i]))
+      rc = mori__error(MORI_EMISMATCH, "rendezvous: ranks %d and %d both use device %d on one host",
+                       keys[i - 1].rank, keys[i].rank, (int)keys[i].device);
+  if (rc == 0) qsort(keys, (size_t)world, sizeof *keys, cmp_nonce);
+  for (int i = 1; i < world && rc == 0; i++)
+    if (keys[i - 1].nonce == keys[i].nonce)
+      rc = mori__error(MORI_EPROTO, "rendezvous: ranks %d and %d sent the same nonce %#llx",
+                       keys[i - 1].rank, keys[i].rank, (unsigned long long)keys[i].nonce);
+  free(keys);
+  return rc;
+}
+
+int mori_validate_world(const mori_request *reqs, int world, int self, mori_world_info *info) {
+  if (!reqs || !info || world < 1 || world > MORI_WIRE_MAX_WORLD || self < 0 || self >= world)
+    return mori__error(MORI_EINVAL, "mori_validate_world: world %d, self %d", world, self);
+  MORI_GUARD(check_identity(reqs, world));
+  MORI_GUARD(check_agreement(reqs, world));
+
+  /* The fd path is host-local: fds travel over AF_UNIX sockets, and there
+   * is no RDMA path to fall back on. */
+  int other = first_other_host(reqs, world);
+  if (other >= 0 && reqs[0].handle_type == hipMemHandleTypePosixFileDescriptor)
+    return mori__error(MORI_EMISMATCH,
+                       "group spans hosts (rank %d on another host than rank 0) but handle type "
+                       "is posix_fd: needs fabric handles",
+                       other);
+  MORI_GUARD(check_distinct(reqs, world));
+
+  info->handle_type = reqs[0].handle_type;
+  info->same_host = other < 0;
+  /* With no RDMA path, every world accepted above is directly reachable;
+   * spelled out so that a new transport has to decide it explicitly. */
+  info->world_within_direct_access = info->same_host || info->handle_type == hipMemHandleTypeFabric;
+  info->alloc_size = reqs[0].alloc_size;
+  return 0;
+}
+
+/* ---- fd datagrams ---- */
+
+/* The claimed sender first (every later message names it), then shape and
+ * addressing, then the sequence: a stale datagram from the real sender
+ * carries last window's nonces and would otherwise read as forged. */
+static int check_addressing(const mori_datagram *d, int nfds, const mori_datagram_expect *x) {
+  uint32_t s = d->sender_rank, self = (uint32_t)x->self_rank;
+  if (s >= (uint32_t)x->world)
+    return mori__error(MORI_EPROTO, "fd datagram claims rank %u, outside the world of %d", s,
+                       x->world);
+  if (s == self)
+    return mori__error(MORI_EPROTO, "fd datagram claims rank %u, which is this rank", s);
+  if (nfds != 1)
+    return mori__error(MORI_EPROTO, "fd datagram from rank %u carries %d fds, expected 1", s, nfds);
+  if (d->receiver_rank != self)
+    return mori__error(MORI_EPROTO, "fd datagram from rank %u is addressed to rank %u, not rank %u",
+                       s, d->receiver_rank, self);
+  if (d->window_seq != x->window_seq)
+    return mori__error(MORI_EPROTO,
+                       "stale fd datagram from rank %u: window sequence %llu, expected %llu", s,
+                       (unsigned long long)d->window_seq, (unsigned long long)x->window_seq);
+  return 0;
+}
+
+/* SO_PASSCRED credentials and both nonces against the requests. */
+static int check_credentials(const mori_datagram *d, pid_t pid, uid_t uid,
+                             const mori_datagram_expect *x) {
+  uint32_t s = d->sender_rank, self = (uint32_t)x->self_rank;
+  const mori_request *sender = &x->reqs[s], *receiver = &x->reqs[self];
+  if ((uint32_t)pid != sender->pid)
+    return mori__error(MORI_EAUTH,
+                       "fd datagram claims rank %u but comes from pid %ld (rank %u is pid %u)", s,
+                       (long)pid, s, sender->pid);
+  if ((uint32_t)uid != sender->uid)
+    return mori__error(MORI_EAUTH,
+                       "fd datagram claims rank %u but comes from uid %lu (rank %u is uid %u)", s,
+                       (unsigned long)uid, s, sender->uid);
+  if (d->sender_nonce != sender->nonce)
+    return mori__error(MORI_EAUTH,
+                       "fd datagram claims rank %u but carries sender nonce %#llx (rank %u's is "
+                       "%#llx)",
+                       s, (unsigned long long)d->sender_nonce, s,
+                       (unsigned long long)sender->nonce);
+  if (d->receiver_nonce != receiver->nonce)
+    return mori__error(
+        MORI_EAUTH, "fd datagram from rank %u carries receiver nonce %#llx, not rank %u's %#llx", s,
+        (unsigned long long)d->receiver_nonce, self, (unsigned long long)receiver->nonce);
+  return 0;
+}
+
+/* Duplicates are checked last, so a forged duplicate reads as forged. */
+int mori_validate_datagram(const mori_datagram *d, pid_t pid, uid_t uid, int nfds,
+                           const mori_datagram_expect *x) {
+  if (!d || !x || !x->reqs || !x->seen || x->world < 1 || x->self_rank < 0 ||
+      x->self_rank >= x->world)
+    return mori__error(MORI_EINVAL,
+                       "mori_validate_datagram: self rank %d, world %d, or no requests/seen flags",
+                       x ? x->self_rank : -1, x ? x->world : 0);
+  MORI_GUARD(check_addressing(d, nfds, x));
+  MORI_GUARD(check_credentials(d, pid, uid, x));
+  if (x->seen[d->sender_rank])
+    return mori__error(MORI_EPROTO, "duplicate fd datagram from rank %u", d->sender_rank);
+  return 0;
+}

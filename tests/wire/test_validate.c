@@ -1,0 +1,370 @@
+/*
+ * test_validate.c - specification of the rendezvous checks: a gathered
+ * world of requests is accepted only when the ranks agree and can reach
+ * each other, and an fd datagram only when it comes from the process its
+ * request names, for this window, once.  Every rejection names the ranks.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mori/error.h"
+#include "mori/protocol.h"
+
+#define FD_TYPE hipMemHandleTypePosixFileDescriptor
+#define FABRIC_TYPE hipMemHandleTypeFabric
+#define WORLD 4
+
+static mori_request reqs[MORI_WIRE_MAX_WORLD];
+
+/* One host, one device per rank, fd handles, distinct pids and nonces. */
+static void make_world(int world, uint32_t handle_type) {
+  memset(reqs, 0, sizeof reqs);
+  for (int i = 0; i < world; i++) {
+    mori_request *r = &reqs[i];
+    r->rank = (uint32_t)i;
+    r->world_size = (uint32_t)world;
+    r->alloc_size = 2097152;
+    r->buffer_size = 65536;
+    r->signal_pad_offset = 65536;
+    r->signal_pad_size = 9216;
+    r->device = i % 8;
+    r->pid = 5000 + (uint32_t)i;
+    r->uid = 1001;
+    memset(r->host_id, 0x42, MORI_WIRE_HOST_ID_SIZE);
+    r->host_id[0] = (uint8_t)(i / 8); /* eight devices a host */
+    r->host_id[1] = (uint8_t)(i / 8 >> 8);
+    r->handle_type = handle_type;
+    r->nonce = 0xabc0000000000000ull + (uint64_t)i * 7919;
+    if (handle_type == FD_TYPE) snprintf(r->socket_name, sizeof r->socket_name, "/run/s.%d", i);
+  }
+}
+
+static void assert_error_mentions(const char *a, const char *b) {
+  const char *msg = mori_last_error();
+  if (!strstr(msg, a) || (b && !strstr(msg, b)))
+    fail_msg("message \"%s\" does not mention \"%s\" and \"%s\"", msg, a, b ? b : "");
+}
+
+/* ---- the world ---- */
+
+static void validate_world_accepts_one_host_with_fd_handles(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  assert_int_equal(mori_validate_world(reqs, WORLD, 1, &info), 0);
+  assert_int_equal(info.handle_type, FD_TYPE);
+  assert_true(info.same_host);
+  assert_true(info.world_within_direct_access);
+  assert_int_equal(info.alloc_size, 2097152);
+}
+
+static void validate_world_accepts_a_single_rank(void **state) {
+  mori_world_info info;
+  make_world(1, FD_TYPE);
+  assert_int_equal(mori_validate_world(reqs, 1, 0, &info), 0);
+  assert_true(info.same_host);
+}
+
+static void validate_world_accepts_fabric_across_hosts_reusing_device_numbers(void **state) {
+  mori_world_info info;
+  make_world(16, FABRIC_TYPE); /* two hosts, devices 0..7 on each */
+  assert_int_equal(mori_validate_world(reqs, 16, 9, &info), 0);
+  assert_int_equal(info.handle_type, FABRIC_TYPE);
+  assert_false(info.same_host);
+  assert_true(info.world_within_direct_access);
+}
+
+static void validate_world_reports_same_host_for_fabric_on_one_host(void **state) {
+  mori_world_info info;
+  make_world(8, FABRIC_TYPE);
+  assert_int_equal(mori_validate_world(reqs, 8, 0, &info), 0);
+  assert_true(info.same_host);
+  assert_true(info.world_within_direct_access);
+}
+
+static void validate_world_names_rank_and_values_of_an_alloc_size_mismatch(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[3].alloc_size = 4194304;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
+  assert_string_equal(mori_last_error(),
+                      "rendezvous: rank 3 alloc_size 4194304 differs from rank 0's 2097152");
+}
+
+static void validate_world_rejects_each_size_disagreement(void **state) {
+  static const struct {
+    const char *field;
+    size_t offset;
+  } fields[] = {
+      {"alloc_size", offsetof(mori_request, alloc_size)},
+      {"buffer_size", offsetof(mori_request, buffer_size)},
+      {"signal_pad_offset", offsetof(mori_request, signal_pad_offset)},
+      {"signal_pad_size", offsetof(mori_request, signal_pad_size)},
+  };
+  mori_world_info info;
+  for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+    make_world(WORLD, FD_TYPE);
+    uint64_t v = 12345;
+    memcpy((char *)&reqs[2] + fields[f].offset, &v, sizeof v);
+    assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
+    assert_error_mentions("rank 2 ", fields[f].field);
+    assert_error_mentions("12345", "rank 0's");
+  }
+}
+
+static void validate_world_rejects_mixed_handle_types(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[1].handle_type = FABRIC_TYPE;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
+  assert_string_equal(mori_last_error(),
+                      "rendezvous: rank 1 handle type fabric differs from rank 0's posix_fd");
+}
+
+static void validate_world_rejects_an_unknown_handle_type(void **state) {
+  mori_world_info info;
+  make_world(WORLD, 2);
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EPROTO);
+  assert_error_mentions("handle type 2", NULL);
+}
+
+static void validate_world_rejects_fd_handles_across_hosts(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[2].host_id[5] ^= 1;
+  reqs[3].host_id[5] ^= 1;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
+  assert_string_equal(mori_last_error(),
+                      "group spans hosts (rank 2 on another host than rank 0) but handle type is "
+                      "posix_fd: needs fabric handles");
+}
+
+static void validate_world_rejects_two_ranks_on_one_device(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[3].device = reqs[1].device;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
+  assert_string_equal(mori_last_error(), "rendezvous: ranks 1 and 3 both use device 1 on one host");
+}
+
+static void validate_world_finds_a_shared_device_far_apart_in_a_large_world(void **state) {
+  mori_world_info info;
+  make_world(MORI_WIRE_MAX_WORLD, FABRIC_TYPE);
+  assert_int_equal(mori_validate_world(reqs, MORI_WIRE_MAX_WORLD, 7, &info), 0);
+  memcpy(reqs[4095].host_id, reqs[0].host_id, MORI_WIRE_HOST_ID_SIZE);
+  reqs[4095].device = 0;
+  assert_int_equal(mori_validate_world(reqs, MORI_WIRE_MAX_WORLD, 7, &info), MORI_EMISMATCH);
+  assert_error_mentions("ranks 0 and 4095", "device 0");
+}
+
+static void validate_world_rejects_a_repeated_nonce(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[2].nonce = reqs[0].nonce;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 1, &info), MORI_EPROTO);
+  assert_error_mentions("ranks 0 and 2", "nonce");
+}
+
+static void validate_world_rejects_a_request_under_another_ranks_key(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[2].rank = 1;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EPROTO);
+  assert_string_equal(mori_last_error(),
+                      "rendezvous: the request gathered for rank 2 claims rank 1");
+}
+
+static void validate_world_rejects_a_rank_with_another_world_size(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[3].world_size = WORLD + 1;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
+  assert_error_mentions("rank 3 world_size 5", "group's 4");
+}
+
+static void validate_world_rejects_bad_arguments(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  assert_int_equal(mori_validate_world(reqs, WORLD, WORLD, &info), MORI_EINVAL);
+  assert_int_equal(mori_validate_world(reqs, WORLD, -1, &info), MORI_EINVAL);
+  assert_int_equal(mori_validate_world(reqs, 0, 0, &info), MORI_EINVAL);
+  assert_int_equal(mori_validate_world(reqs, MORI_WIRE_MAX_WORLD + 1, 0, &info), MORI_EINVAL);
+  assert_int_equal(mori_validate_world(NULL, WORLD, 0, &info), MORI_EINVAL);
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, NULL), MORI_EINVAL);
+}
+
+/* ---- fd datagrams: this is rank 1 of 4, window 7 ---- */
+
+#define SELF 1
+#define SEQ 7
+
+static uint8_t seen[WORLD];
+
+static mori_datagram_expect expect(void) {
+  mori_datagram_expect x = {SEQ, SELF, WORLD, reqs, seen};
+  return x;
+}
+
+static mori_datagram from(uint32_t sender) {
+  mori_datagram d = {SEQ, sender, SELF, reqs[sender].nonce, reqs[SELF].nonce};
+  return d;
+}
+
+static int setup_datagrams(void **state) {
+  make_world(WORLD, FD_TYPE);
+  memset(seen, 0, sizeof seen);
+  return 0;
+}
+
+static int check(const mori_datagram *d, int nfds) {
+  mori_datagram_expect x = expect();
+  uint32_t s = d->sender_rank < WORLD ? d->sender_rank : 0;
+  return mori_validate_datagram(d, (pid_t)reqs[s].pid, (uid_t)reqs[s].uid, nfds, &x);
+}
+
+static void validate_datagram_accepts_each_peer_once(void **state) {
+  for (uint32_t s = 0; s < WORLD; s++) {
+    if (s == SELF) continue;
+    mori_datagram d = from(s);
+    assert_int_equal(check(&d, 1), 0);
+    seen[s] = 1;
+    assert_int_equal(check(&d, 1), MORI_EPROTO);
+    assert_error_mentions("duplicate", "rank");
+  }
+}
+
+static void validate_datagram_rejects_a_foreign_pid(void **state) {
+  mori_datagram d = from(2);
+  mori_datagram_expect x = expect();
+  reqs[2].pid = 999;
+  assert_int_equal(mori_validate_datagram(&d, 1234, reqs[2].uid, 1, &x), MORI_EAUTH);
+  assert_string_equal(mori_last_error(),
+                      "fd datagram claims rank 2 but comes from pid 1234 (rank 2 is pid 999)");
+}
+
+static void validate_datagram_rejects_a_foreign_uid(void **state) {
+  mori_datagram d = from(3);
+  mori_datagram_expect x = expect();
+  assert_int_equal(mori_validate_datagram(&d, reqs[3].pid, 0, 1, &x), MORI_EAUTH);
+  assert_string_equal(mori_last_error(),
+                      "fd datagram claims rank 3 but comes from uid 0 (rank 3 is uid 1001)");
+}
+
+static void validate_datagram_rejects_a_stale_window(void **state) {
+  mori_datagram d = from(2);
+  d.window_seq = SEQ - 1;
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_error_mentions("stale fd datagram from rank 2", "window sequence 6, expected 7");
+  /* From the real sender but the last window's nonces too: still stale,
+   * not a forgery. */
+  d.sender_nonce ^= 1;
+  d.receiver_nonce ^= 1;
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_error_mentions("stale", "rank 2");
+}
+
+static void validate_datagram_rejects_a_wrong_sender_nonce(void **state) {
+  mori_datagram d = from(0);
+  d.sender_nonce++;
+  assert_int_equal(check(&d, 1), MORI_EAUTH);
+  assert_error_mentions("claims rank 0", "sender nonce");
+}
+
+static void validate_datagram_rejects_a_wrong_receiver_nonce(void **state) {
+  mori_datagram d = from(3);
+  d.receiver_nonce = reqs[2].nonce; /* meant for another rank */
+  assert_int_equal(check(&d, 1), MORI_EAUTH);
+  assert_error_mentions("from rank 3", "receiver nonce");
+}
+
+static void validate_datagram_reports_a_forged_duplicate_as_forged(void **state) {
+  mori_datagram d = from(2);
+  mori_datagram_expect x = expect();
+  seen[2] = 1;
+  assert_int_equal(mori_validate_datagram(&d, 31337, reqs[2].uid, 1, &x), MORI_EAUTH);
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_error_mentions("duplicate fd datagram from rank 2", NULL);
+}
+
+static void validate_datagram_rejects_this_rank_as_sender(void **state) {
+  mori_datagram d = from(SELF);
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_string_equal(mori_last_error(), "fd datagram claims rank 1, which is this rank");
+}
+
+static void validate_datagram_rejects_a_sender_outside_the_world(void **state) {
+  mori_datagram d = from(0);
+  d.sender_rank = WORLD;
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_string_equal(mori_last_error(), "fd datagram claims rank 4, outside the world of 4");
+  d.sender_rank = UINT32_MAX;
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_error_mentions("claims rank 4294967295", "outside");
+}
+
+static void validate_datagram_rejects_one_addressed_to_another_rank(void **state) {
+  mori_datagram d = from(2);
+  d.receiver_rank = 3;
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_string_equal(mori_last_error(),
+                      "fd datagram from rank 2 is addressed to rank 3, not rank 1");
+}
+
+static void validate_datagram_needs_exactly_one_fd(void **state) {
+  mori_datagram d = from(2);
+  assert_int_equal(check(&d, 0), MORI_EPROTO);
+  assert_string_equal(mori_last_error(), "fd datagram from rank 2 carries 0 fds, expected 1");
+  assert_int_equal(check(&d, 2), MORI_EPROTO);
+  assert_error_mentions("rank 2 carries 2 fds", NULL);
+}
+
+static void validate_datagram_rejects_bad_expectations(void **state) {
+  mori_datagram d = from(2);
+  mori_datagram_expect x = expect();
+  x.self_rank = WORLD;
+  assert_int_equal(mori_validate_datagram(&d, 1, 1, 1, &x), MORI_EINVAL);
+  x = expect();
+  x.seen = NULL;
+  assert_int_equal(mori_validate_datagram(&d, 1, 1, 1, &x), MORI_EINVAL);
+  assert_int_equal(mori_validate_datagram(&d, 1, 1, 1, NULL), MORI_EINVAL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(validate_world_accepts_one_host_with_fd_handles),
+      cmocka_unit_test(validate_world_accepts_a_single_rank),
+      cmocka_unit_test(validate_world_accepts_fabric_across_hosts_reusing_device_numbers),
+      cmocka_unit_test(validate_world_reports_same_host_for_fabric_on_one_host),
+      cmocka_unit_test(validate_world_names_rank_and_values_of_an_alloc_size_mismatch),
+      cmocka_unit_test(validate_world_rejects_each_size_disagreement),
+      cmocka_unit_test(validate_world_rejects_mixed_handle_types),
+      cmocka_unit_test(validate_world_rejects_an_unknown_handle_type),
+      cmocka_unit_test(validate_world_rejects_fd_handles_across_hosts),
+      cmocka_unit_test(validate_world_rejects_two_ranks_on_one_device),
+      cmocka_unit_test(validate_world_finds_a_shared_device_far_apart_in_a_large_world),
+      cmocka_unit_test(validate_world_rejects_a_repeated_nonce),
+      cmocka_unit_test(validate_world_rejects_a_request_under_another_ranks_key),
+      cmocka_unit_test(validate_world_rejects_a_rank_with_another_world_size),
+      cmocka_unit_test(validate_world_rejects_bad_arguments),
+      cmocka_unit_test_setup(validate_datagram_accepts_each_peer_once, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_a_foreign_pid, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_a_foreign_uid, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_a_stale_window, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_a_wrong_sender_nonce, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_a_wrong_receiver_nonce, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_reports_a_forged_duplicate_as_forged,
+                             setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_this_rank_as_sender, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_a_sender_outside_the_world, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_one_addressed_to_another_rank,
+                             setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_needs_exactly_one_fd, setup_datagrams),
+      cmocka_unit_test_setup(validate_datagram_rejects_bad_expectations, setup_datagrams),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
