@@ -1,0 +1,438 @@
+/*
+ * fsm.c - the window state machine: the transition table, the per-state
+ * ledger invariants, and the functions that move a machine by looking
+ * them up.  Nothing here branches on a state; the tables decide.
+ */
+#include "fsm_internal.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The states and what the ledger holds in each.  An invariant holds on
+ * entry to its state (mori_fsm_fire checks it there).  While the machine
+ * sits in a state, the work of its outgoing transition appends the kinds
+ * that transition acquires (the `acquires` column below), so between entry
+ * and the next event the ledger is the state's invariant plus a prefix of
+ * that work; RELEASE or FAIL can unwind it at any point.
+ *
+ * INIT:
+ *   A fresh machine.  The ledger is empty.  A block starts acquiring its
+ *   physical handle here; a window records the block it borrows.
+ *
+ * ALLOCATED (block):
+ *   Exactly one physical handle (hipMemCreate), one local reservation and
+ *   one local mapping of that handle, with access granted and the memory
+ *   zeroed.  Nothing has been exported: no exported fd.
+ *
+ * EXPORTED:
+ *   Block: the ALLOCATED resources plus the exported fd of the POSIX-fd
+ *   path (0..1: the fabric path keeps its 64-byte blob in the block and
+ *   holds no fd).  The block stays here until free().
+ *   Window: exactly one BLOCK_REF, the borrowed block, and nothing else.
+ *   The window never releases what the block owns.
+ *
+ * RENDEZVOUS (window):
+ *   The request is published, the world gathered and every peer's handle
+ *   imported: exactly world-1 imported handles (none from the own rank,
+ *   whose slot is mapped from the block's own handle).  The channel may
+ *   still be bound (0..1) and received fds may still be open (0..world-1;
+ *   the fabric path receives none).  No span, slot or table yet.
+ *
+ * MAPPED (window):
+ *   The RENDEZVOUS resources plus one span reservation of world x stride,
+ *   exactly world slot mappings (one per rank, own slot included), and up
+ *   to two device tables (buffer pointers, signal pad pointers).
+ *
+ * RELEASED, FAILED:
+ *   Terminal.  The ledger has been unwound in reverse order and is empty.
+ *   FAILED is entered only by mori_fsm_fail, after an error.
+ */
+#define EXACT(c) {{0, (c)}, {0, (c)}}
+#define UPTO(c) {{0, 0}, {0, (c)}}
+#define EXACT_WORLD(c) {{1, (c)}, {1, (c)}}
+#define UPTO_WORLD(c) {{0, 0}, {1, (c)}}
+
+static const mori__fsm_invariant invariants[] = {
+    {.kinds = MORI_FSM_BLOCK | MORI_FSM_WINDOW, .state = MORI_WS_INIT}, /* nothing held */
+    {MORI_FSM_BLOCK,
+     MORI_WS_ALLOCATED,
+     {
+         [MORI_RES_PHYS_HANDLE] = EXACT(1),
+         [MORI_RES_LOCAL_RESERVATION] = EXACT(1),
+         [MORI_RES_LOCAL_MAPPING] = EXACT(1),
+     }},
+    {MORI_FSM_BLOCK,
+     MORI_WS_EXPORTED,
+     {
+         [MORI_RES_PHYS_HANDLE] = EXACT(1),
+         [MORI_RES_LOCAL_RESERVATION] = EXACT(1),
+         [MORI_RES_LOCAL_MAPPING] = EXACT(1),
+         [MORI_RES_EXPORTED_FD] = UPTO(1),
+     }},
+    {MORI_FSM_WINDOW, MORI_WS_EXPORTED, {[MORI_RES_BLOCK_REF] = EXACT(1)}},
+    {MORI_FSM_WINDOW,
+     MORI_WS_RENDEZVOUS,
+     {
+         [MORI_RES_BLOCK_REF] = EXACT(1),
+         [MORI_RES_CHANNEL] = UPTO(1),
+         [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1),
+         [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1),
+     }},
+    {MORI_FSM_WINDOW,
+     MORI_WS_MAPPED,
+     {
+         [MORI_RES_BLOCK_REF] = EXACT(1),
+         [MORI_RES_CHANNEL] = UPTO(1),
+         [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1),
+         [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1),
+         [MORI_RES_SPAN_RESERVATION] = EXACT(1),
+         [MORI_RES_SLOT_MAPPING] = EXACT_WORLD(0),
+         [MORI_RES_DEVICE_TABLE] = UPTO(2),
+     }},
+    {.kinds = MORI_FSM_BLOCK | MORI_FSM_WINDOW, .state = MORI_WS_RELEASED}, /* nothing held */
+    {.kinds = MORI_FSM_BLOCK | MORI_FSM_WINDOW, .state = MORI_WS_FAILED}, /* nothing held */
+};
+
+/* The tier orders the ledger: entries appear in non-decreasing tier, which
+ * is what makes reverse order a safe teardown (tables before the slots they
+ * point into, slots before the span, everything before what it was imported
+ * or mapped from).  Received fds and imports share a tier: they alternate
+ * peer by peer. */
+const mori__res_info mori__res_infos[MORI_RES__COUNT] = {
+    [MORI_RES_PHYS_HANDLE] = {"PHYS_HANDLE", "physical handle", "physical handles", 0, 0, 0},
+    [MORI_RES_LOCAL_RESERVATION] = {"LOCAL_RESERVATION", "local reservation",
+                                    "local reservations", 0, 0, 1},
+    [MORI_RES_LOCAL_MAPPING] = {"LOCAL_MAPPING", "local mapping", "local mappings", 0, 0, 2},
+    /* Deferred: on some ROCm releases an exported fd's lifetime is tied to
+     * the physical allocation, and closing it before the final hipMemRelease
+     * corrupts that release (mori #618; docs/quirks.md, export-fd-lifetime). */
+    [MORI_RES_EXPORTED_FD] = {"EXPORTED_FD", "exported fd", "exported fds", 0, 0, 3, 1},
+    [MORI_RES_BLOCK_REF] = {"BLOCK_REF", "block reference", "block references", 0, 0, 4},
+    [MORI_RES_CHANNEL] = {"CHANNEL", "channel", "channels", 0, 0, 5},
+    [MORI_RES_RECEIVED_FD] = {"RECEIVED_FD", "received fd", "received fds", 1, 1, 6},
+    [MORI_RES_IMPORTED_HANDLE] = {"IMPORTED_HANDLE", "imported handle", "imported handles", 1, 1,
+                                  6},
+    [MORI_RES_SPAN_RESERVATION] = {"SPAN_RESERVATION", "span reservation", "span reservations", 0,
+                                   0, 7},
+    [MORI_RES_SLOT_MAPPING] = {"SLOT_MAPPING", "slot mapping", "slot mappings", 1, 0, 8},
+    [MORI_RES_DEVICE_TABLE] = {"DEVICE_TABLE", "device table", "device tables", 0, 0, 9},
+};
+
+#define B MORI_FSM_BLOCK
+#define W MORI_FSM_WINDOW
+#define R(x) MORI__BIT(MORI_RES_##x)
+
+const mori__fsm_row mori__fsm_rows[] = {
+    {B, MORI_WS_INIT, MORI_EV_ALLOCATE, MORI_WS_ALLOCATED,
+     R(PHYS_HANDLE) | R(LOCAL_RESERVATION) | R(LOCAL_MAPPING)},
+    {B, MORI_WS_ALLOCATED, MORI_EV_EXPORT, MORI_WS_EXPORTED, R(EXPORTED_FD)},
+    {W, MORI_WS_INIT, MORI_EV_ATTACH, MORI_WS_EXPORTED, R(BLOCK_REF)},
+    {W, MORI_WS_EXPORTED, MORI_EV_PUBLISH, MORI_WS_RENDEZVOUS,
+     R(CHANNEL) | R(RECEIVED_FD) | R(IMPORTED_HANDLE)},
+    {W, MORI_WS_RENDEZVOUS, MORI_EV_MAP, MORI_WS_MAPPED,
+     R(SPAN_RESERVATION) | R(SLOT_MAPPING) | R(DEVICE_TABLE)},
+    {B, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
+    {B | W, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
+    {W, MORI_WS_MAPPED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
+    {B | W, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED, 0},
+    {B, MORI_WS_ALLOCATED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
+    {B | W, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
+    {W, MORI_WS_RENDEZVOUS, MORI_EV_FAIL, MORI_WS_FAILED, 0},
+    {W, MORI_WS_MAPPED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
+};
+const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
+
+#undef B
+#undef W
+#undef R
+
+static const char *const state_names[MORI_WS__COUNT] = {
+    "INIT", "ALLOCATED", "EXPORTED", "RENDEZVOUS", "MAPPED", "RELEASED", "FAILED",
+};
+
+static const char *const event_names[MORI_EV__COUNT] = {
+    "ALLOCATE", "EXPORT", "ATTACH", "PUBLISH", "MAP", "RELEASE", "FAIL",
+};
+
+/* The invariant table in words; a test renders the table and compares. */
+static const char *const state_lines[MORI_WS__COUNT] = {
+    [MORI_WS_INIT] = "empty ledger",
+    [MORI_WS_ALLOCATED] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
+    [MORI_WS_EXPORTED] = "block: 1 physical handle, 1 local reservation, 1 local mapping, "
+                         "0..1 exported fd; window: 1 block reference",
+    [MORI_WS_RENDEZVOUS] = "window: 1 block reference, 0..1 channel, 0..world-1 received fds, "
+                           "world-1 imported handles",
+    [MORI_WS_MAPPED] = "window: 1 block reference, 0..1 channel, 0..world-1 received fds, "
+                       "world-1 imported handles, 1 span reservation, world slot mappings, "
+                       "0..2 device tables",
+    [MORI_WS_RELEASED] = "empty ledger",
+    [MORI_WS_FAILED] = "empty ledger",
+};
+
+const char *mori_wstate_name(mori_wstate s) {
+  return (unsigned)s < MORI_WS__COUNT ? state_names[s] : "?";
+}
+
+const char *mori_wevent_name(mori_wevent e) {
+  return (unsigned)e < MORI_EV__COUNT ? event_names[e] : "?";
+}
+
+const char *mori_res_name(mori_res r) {
+  return (unsigned)r < MORI_RES__COUNT ? mori__res_infos[r].name : "?";
+}
+
+const char *mori_wstate_invariants(mori_wstate s) {
+  return (unsigned)s < MORI_WS__COUNT ? state_lines[s] : "?";
+}
+
+const char *mori__fsm_kind_name(mori_fsm_kind kind) {
+  return kind == MORI_FSM_BLOCK ? "block" : kind == MORI_FSM_WINDOW ? "window" : "?";
+}
+
+int mori__bound_value(mori__bound b, int world_size) { return b.per_world * world_size + b.plus; }
+
+static int valid_kind(mori_fsm_kind kind) {
+  return kind == MORI_FSM_BLOCK || kind == MORI_FSM_WINDOW;
+}
+
+const mori__fsm_invariant *mori__fsm_invariant_of(mori_fsm_kind kind, mori_wstate s) {
+  if (!valid_kind(kind)) return NULL;
+  for (size_t i = 0; i < sizeof invariants / sizeof invariants[0]; i++)
+    if ((invariants[i].kinds & (unsigned)kind) && invariants[i].state == s) return &invariants[i];
+  return NULL;
+}
+
+static const mori__fsm_row *find_row(mori_fsm_kind kind, mori_wstate s, mori_wevent ev) {
+  if (!valid_kind(kind)) return NULL;
+  for (size_t i = 0; i < mori__fsm_nrows; i++) {
+    const mori__fsm_row *r = &mori__fsm_rows[i];
+    if ((r->kinds & (unsigned)kind) && r->from == s && r->event == ev) return r;
+  }
+  return NULL;
+}
+
+/* A state no row leaves. */
+static int is_terminal(mori_wstate s) {
+  for (size_t i = 0; i < mori__fsm_nrows; i++)
+    if (mori__fsm_rows[i].from == s) return 0;
+  return 1;
+}
+
+/* The resource kinds the outgoing transitions of (kind, s) acquire. */
+static unsigned acquirable(mori_fsm_kind kind, mori_wstate s) {
+  unsigned mask = 0;
+  for (size_t i = 0; i < mori__fsm_nrows; i++)
+    if ((mori__fsm_rows[i].kinds & (unsigned)kind) && mori__fsm_rows[i].from == s)
+      mask |= mori__fsm_rows[i].acquires;
+  return mask;
+}
+
+/* The machine kinds whose transitions acquire resource kind r. */
+static unsigned owners(mori_res r) {
+  unsigned kinds = 0;
+  for (size_t i = 0; i < mori__fsm_nrows; i++)
+    if (mori__fsm_rows[i].acquires & MORI__BIT(r)) kinds |= mori__fsm_rows[i].kinds;
+  return kinds;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int say(mori_fsm *m, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->why, sizeof m->why, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int mori_fsm_next(mori_fsm_kind kind, mori_wstate state, mori_wevent ev) {
+  const mori__fsm_row *r = find_row(kind, state, ev);
+  return r ? (int)r->to : -1;
+}
+
+void mori_fsm_init(mori_fsm *m, mori_fsm_kind kind, int rank, int world_size) {
+  assert(valid_kind(kind));
+  memset(m, 0, sizeof *m);
+  m->kind = kind;
+  m->state = MORI_WS_INIT;
+  m->rank = rank;
+  m->world_size = world_size;
+}
+
+void mori_fsm_destroy(mori_fsm *m) {
+  /* A live machine still owns resources that nothing would release. */
+  assert(m->len == 0 && (m->state == MORI_WS_INIT || is_terminal(m->state)));
+  free(m->ledger);
+  m->ledger = NULL;
+  m->len = m->cap = 0;
+}
+
+size_t mori_fsm_count(const mori_fsm *m, mori_res kind) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->len; i++) n += m->ledger[i].kind == kind;
+  return n;
+}
+
+/* The caller's resource exists once it reaches us: a push of a kind the
+ * state allows is recorded even if it breaks an invariant, so that rollback
+ * releases it; mori_fsm_fire reports the breakage. */
+int mori_fsm_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux) {
+  const char *sn = mori_wstate_name(m->state);
+  if (is_terminal(m->state))
+    return say(m, MORI_FSM_ETERMINAL, "push %s: machine is %s", mori_res_name(kind), sn);
+  if ((unsigned)kind >= MORI_RES__COUNT || !(acquirable(m->kind, m->state) & MORI__BIT(kind)))
+    return say(m, MORI_FSM_EILLEGAL, "push %s: not acquired in %s (%s)", mori_res_name(kind), sn,
+               mori__fsm_kind_name(m->kind));
+  if (m->len == m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 8;
+    mori_ledger_entry *grown = realloc(m->ledger, cap * sizeof *grown);
+    if (grown == NULL)
+      return say(m, MORI_FSM_ENOMEM, "push %s: ledger of %zu entries", mori_res_name(kind), cap);
+    m->ledger = grown;
+    m->cap = cap;
+  }
+  m->ledger[m->len++] = (mori_ledger_entry){kind, value, size, aux};
+  return MORI_FSM_OK;
+}
+
+int mori_fsm_forget(mori_fsm *m, mori_res kind, uintptr_t value) {
+  if (is_terminal(m->state))
+    return say(m, MORI_FSM_ETERMINAL, "forget %s: machine is %s", mori_res_name(kind),
+               mori_wstate_name(m->state));
+  for (size_t i = m->len; i-- > 0;) {
+    if (m->ledger[i].kind != kind || m->ledger[i].value != value) continue;
+    memmove(&m->ledger[i], &m->ledger[i + 1], (m->len - i - 1) * sizeof m->ledger[0]);
+    m->len--;
+    return MORI_FSM_OK;
+  }
+  return say(m, MORI_FSM_EILLEGAL, "forget %s 0x%lx: not in the ledger", mori_res_name(kind),
+             (unsigned long)value);
+}
+
+int mori_fsm_fire(mori_fsm *m, mori_wevent ev) {
+  const char *sn = mori_wstate_name(m->state), *en = mori_wevent_name(ev);
+  if (is_terminal(m->state)) return say(m, MORI_FSM_ETERMINAL, "%s: machine is %s", en, sn);
+  const mori__fsm_row *r = find_row(m->kind, m->state, ev);
+  if (r == NULL)
+    return say(m, MORI_FSM_EILLEGAL, "%s: not legal in %s (%s)", en, sn,
+               mori__fsm_kind_name(m->kind));
+  if (is_terminal(r->to))
+    return say(m, MORI_FSM_EILLEGAL, "%s: unwinds the ledger; use mori_fsm_release/fail", en);
+  /* Move, check, and move back on a broken ledger: a failed fire leaves
+   * the machine where it was, ready for mori_fsm_fail. */
+  mori_wstate from = m->state;
+  m->state = r->to;
+  int rc = mori_fsm_check(m);
+  if (rc != 0) m->state = from;
+  return rc;
+}
+
+static int unwind(mori_fsm *m, mori_wevent ev, mori_release_fn fn, void *ctx) {
+  const char *sn = mori_wstate_name(m->state), *en = mori_wevent_name(ev);
+  if (is_terminal(m->state)) return say(m, MORI_FSM_ETERMINAL, "%s: machine is %s", en, sn);
+  const mori__fsm_row *r = find_row(m->kind, m->state, ev);
+  if (r == NULL)
+    return say(m, MORI_FSM_EILLEGAL, "%s: not legal in %s (%s)", en, sn,
+               mori__fsm_kind_name(m->kind));
+  if (fn == NULL && m->len > mori_fsm_count(m, MORI_RES_BLOCK_REF))
+    return say(m, MORI_FSM_EILLEGAL, "%s: %zu entries and no release callback", en, m->len);
+  /* Reverse order, except that deferred kinds go after everything else. */
+  int first = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = m->len; i-- > 0;) {
+      mori_ledger_entry e = m->ledger[i];
+      if (e.kind == MORI_RES_BLOCK_REF) continue; /* borrowed, not ours to release */
+      if (mori__res_infos[e.kind].deferred != pass) continue;
+      int rc = fn(ctx, &e);
+      if (rc != 0 && first == 0)
+        first = say(m, rc, "%s: releasing %s 0x%lx (aux %d) returned %d", en,
+                    mori_res_name(e.kind), (unsigned long)e.value, e.aux, rc);
+    }
+  m->len = 0;
+  m->state = r->to;
+  return first;
+}
+
+int mori_fsm_release(mori_fsm *m, mori_release_fn fn, void *ctx) {
+  return unwind(m, MORI_EV_RELEASE, fn, ctx);
+}
+
+int mori_fsm_fail(mori_fsm *m, mori_release_fn fn, void *ctx) {
+  return unwind(m, MORI_EV_FAIL, fn, ctx);
+}
+
+/* ---- assert_window_state() ---- */
+
+/* Per entry: a known kind, owned by this machine kind, a per-peer aux in
+ * range (and not the own rank where the peer is remote), tiers in order. */
+static int check_entries(mori_fsm *m, const char *sn) {
+  unsigned prev_tier = 0;
+  mori_res prev = MORI_RES__COUNT;
+  for (size_t i = 0; i < m->len; i++) {
+    const mori_ledger_entry *e = &m->ledger[i];
+    if ((unsigned)e->kind >= MORI_RES__COUNT)
+      return say(m, MORI_FSM_EINVARIANT, "%s: entry %zu has unknown kind %d", sn, i, (int)e->kind);
+    const mori__res_info *info = &mori__res_infos[e->kind];
+    if (!(owners(e->kind) & (unsigned)m->kind))
+      return say(m, MORI_FSM_EINVARIANT, "%s: %s in a %s ledger", sn, info->name,
+                 mori__fsm_kind_name(m->kind));
+    if (info->per_peer && (e->aux < 0 || e->aux >= m->world_size))
+      return say(m, MORI_FSM_EINVARIANT, "%s: %s aux %d outside world %d", sn, info->name,
+                 e->aux, m->world_size);
+    if (info->peer_only && e->aux == m->rank)
+      return say(m, MORI_FSM_EINVARIANT, "%s: %s from own rank %d", sn, info->name, e->aux);
+    if (info->tier < prev_tier)
+      return say(m, MORI_FSM_EINVARIANT, "%s: %s recorded after %s", sn, info->name,
+                 mori_res_name(prev));
+    prev_tier = info->tier;
+    prev = e->kind;
+  }
+  return 0;
+}
+
+/* No two entries of a per-peer kind for one peer.  Quadratic, but a
+ * ledger holds about three entries per rank and this allocates nothing. */
+static int check_peers(mori_fsm *m, const char *sn) {
+  for (size_t i = 0; i < m->len; i++) {
+    if (!mori__res_infos[m->ledger[i].kind].per_peer) continue;
+    for (size_t j = i + 1; j < m->len; j++)
+      if (m->ledger[j].kind == m->ledger[i].kind && m->ledger[j].aux == m->ledger[i].aux)
+        return say(m, MORI_FSM_EINVARIANT, "%s: two %s entries for rank %d", sn,
+                   mori_res_name(m->ledger[i].kind), m->ledger[i].aux);
+  }
+  return 0;
+}
+
+static int check_counts(mori_fsm *m, const char *sn, const mori__fsm_invariant *inv) {
+  size_t n[MORI_RES__COUNT] = {0};
+  for (size_t i = 0; i < m->len; i++) n[m->ledger[i].kind]++;
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    int lo = mori__bound_value(inv->count[r].lo, m->world_size);
+    int hi = mori__bound_value(inv->count[r].hi, m->world_size);
+    if ((long)n[r] >= lo && (long)n[r] <= hi) continue;
+    const mori__res_info *info = &mori__res_infos[r];
+    const char *noun = n[r] == 1 ? info->singular : info->plural;
+    if (lo == hi) return say(m, MORI_FSM_EINVARIANT, "%s: %zu %s, expected %d", sn, n[r], noun, lo);
+    return say(m, MORI_FSM_EINVARIANT, "%s: %zu %s, expected %d..%d", sn, n[r], noun, lo, hi);
+  }
+  return 0;
+}
+
+int mori_fsm_check(mori_fsm *m) {
+  const char *sn = mori_wstate_name(m->state);
+  const mori__fsm_invariant *inv = mori__fsm_invariant_of(m->kind, m->state);
+  if (inv == NULL)
+    return say(m, MORI_FSM_EINVARIANT, "%s: not a state of a %s machine", sn,
+               mori__fsm_kind_name(m->kind));
+  if (m->kind == MORI_FSM_WINDOW && (m->rank < 0 || m->rank >= m->world_size))
+    return say(m, MORI_FSM_EINVARIANT, "%s: rank %d outside world %d", sn, m->rank,
+               m->world_size);
+  int rc = check_entries(m, sn);
+  if (rc == 0) rc = check_peers(m, sn);
+  if (rc == 0) rc = check_counts(m, sn, inv);
+  return rc;
+}

@@ -119,7 +119,8 @@ int mori_fsm_forget(mori_fsm *m, mori_res kind, uintptr_t value);
 int mori_fsm_fire(mori_fsm *m, mori_wevent ev);
 
 /* RELEASE: unwinds the ledger in reverse order through fn and moves to
- * RELEASED.  FAIL: the same, moving to FAILED.  BLOCK_REF entries are
+ * RELEASED; deferred kinds (EXPORTED_FD: closed only after the final
+ * release of the physical handle) go last.  FAIL: the same, moving to FAILED.  BLOCK_REF entries are
  * dropped without calling fn.  Returns the first error of fn, or 0; the
  * machine ends terminal with an empty ledger either way. */
 int mori_fsm_release(mori_fsm *m, mori_release_fn fn, void *ctx);

@@ -1,0 +1,144 @@
+/*
+ * fsm_dot.c - the machine's tables in words: the invariant line of each
+ * state rendered from the invariant table, and the Graphviz diagram drawn
+ * from the transition table (docs/state-machine.md embeds its output).
+ */
+#include "fsm_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+/* An appending snprintf that keeps counting past the end of buf. */
+typedef struct text {
+  char *buf;
+  size_t cap, len;
+} text;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void put(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = t->len < t->cap ? t->cap - t->len : 0;
+  int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+  va_end(ap);
+  if (n > 0) t->len += (size_t)n;
+}
+
+static void put_bound(text *t, mori__bound b) {
+  if (b.per_world == 0)
+    put(t, "%d", b.plus);
+  else if (b.per_world == 1 && b.plus == 0)
+    put(t, "world");
+  else if (b.per_world == 1)
+    put(t, "world%+d", b.plus);
+  else
+    put(t, "%d*world%+d", b.per_world, b.plus);
+}
+
+static int is_const(mori__bound b, int c) { return b.per_world == 0 && b.plus == c; }
+
+/* "1 physical handle, 0..1 exported fd", or "empty ledger". */
+static void put_counts(text *t, const mori__fsm_invariant *inv) {
+  const char *sep = "";
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    mori__count c = inv->count[r];
+    if (is_const(c.hi, 0)) continue;
+    put(t, "%s", sep);
+    if (c.lo.per_world != c.hi.per_world || c.lo.plus != c.hi.plus) {
+      put_bound(t, c.lo);
+      put(t, "..");
+    }
+    put_bound(t, c.hi);
+    put(t, " %s", is_const(c.hi, 1) ? mori__res_infos[r].singular : mori__res_infos[r].plural);
+    sep = ", ";
+  }
+  if (*sep == '\0') put(t, "empty ledger");
+}
+
+int mori__fsm_describe(mori_wstate s, char *buf, size_t n) {
+  static const mori_fsm_kind kinds[] = {MORI_FSM_BLOCK, MORI_FSM_WINDOW};
+  char part[2][256];
+  const mori__fsm_invariant *inv[2];
+  for (int k = 0; k < 2; k++) {
+    inv[k] = mori__fsm_invariant_of(kinds[k], s);
+    text t = {part[k], sizeof part[k], 0};
+    if (inv[k]) put_counts(&t, inv[k]);
+  }
+  text out = {buf, n, 0};
+  if (inv[0] && inv[1] && strcmp(part[0], part[1]) == 0) {
+    put(&out, "%s", part[0]);
+    return (int)out.len;
+  }
+  const char *sep = "";
+  for (int k = 0; k < 2; k++) {
+    if (!inv[k]) continue;
+    put(&out, "%s%s: %s", sep, mori__fsm_kind_name(kinds[k]), part[k]);
+    sep = "; ";
+  }
+  return (int)out.len;
+}
+
+/* The invariant line as a node label: one resource per line, each
+ * machine kind on a line of its own. */
+static void write_label(FILE *out, const char *line) {
+  for (const char *p = line; *p; p++) {
+    if ((p[0] == ',' || p[0] == ';') && p[1] == ' ') {
+      fputs("\\n", out);
+      p++;
+    } else if (p[0] == ':' && p[1] == ' ') {
+      fputs(":\\n", out);
+      p++;
+    } else {
+      fputc(*p, out);
+    }
+  }
+}
+
+static void write_kinds(FILE *out, unsigned kinds) {
+  const char *sep = "";
+  for (unsigned k = MORI_FSM_BLOCK; k <= MORI_FSM_WINDOW; k <<= 1) {
+    if (!(kinds & k)) continue;
+    fprintf(out, "%s%s", sep, mori__fsm_kind_name((mori_fsm_kind)k));
+    sep = ", ";
+  }
+}
+
+static void write_acquires(FILE *out, unsigned acquires) {
+  if (acquires == 0) {
+    fputs("unwinds the ledger in reverse order", out);
+    return;
+  }
+  const char *sep = "acquires ";
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    if (!(acquires & MORI__BIT(r))) continue;
+    fprintf(out, "%s%s", sep, mori_res_name((mori_res)r));
+    sep = ", ";
+  }
+}
+
+void mori_fsm_write_dot(FILE *out) {
+  fputs("digraph mori_fsm {\n"
+        "  rankdir=LR;\n"
+        "  node [shape=box, style=rounded, fontsize=10];\n"
+        "  edge [fontsize=9];\n",
+        out);
+  for (int s = 0; s < MORI_WS__COUNT; s++) {
+    const char *name = mori_wstate_name((mori_wstate)s);
+    const char *line = mori_wstate_invariants((mori_wstate)s);
+    fprintf(out, "  %s [label=\"%s\\n", name, name);
+    write_label(out, line);
+    fprintf(out, "\", tooltip=\"%s\"];\n", line);
+  }
+  for (size_t i = 0; i < mori__fsm_nrows; i++) {
+    const mori__fsm_row *r = &mori__fsm_rows[i];
+    fprintf(out, "  %s -> %s [label=\"%s\\n(", mori_wstate_name(r->from), mori_wstate_name(r->to),
+            mori_wevent_name(r->event));
+    write_kinds(out, r->kinds);
+    fputs(")\", tooltip=\"", out);
+    write_acquires(out, r->acquires);
+    fputs("\"];\n", out);
+  }
+  fputs("}\n", out);
+}

@@ -1,0 +1,951 @@
+/*
+ * test_fsm.c - the window state machine's specification: which (kind,
+ * state, event) triples move and where, what each state's ledger may hold,
+ * and the order in which release and rollback give resources back.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fsm_internal.h"
+#include "mori/fsm.h"
+
+#define BLOCK MORI_FSM_BLOCK
+#define WINDOW MORI_FSM_WINDOW
+#define WORLD 4
+#define RANK 1
+#define BIT(r) (1u << (r))
+
+/* The legal transitions, written out independently of fsm.c's table. */
+typedef struct triple {
+  mori_fsm_kind kind;
+  mori_wstate from;
+  mori_wevent ev;
+  mori_wstate to;
+} triple;
+
+static const triple legal[] = {
+    {BLOCK, MORI_WS_INIT, MORI_EV_ALLOCATE, MORI_WS_ALLOCATED},
+    {BLOCK, MORI_WS_ALLOCATED, MORI_EV_EXPORT, MORI_WS_EXPORTED},
+    {BLOCK, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED},
+    {BLOCK, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED},
+    {BLOCK, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED},
+    {BLOCK, MORI_WS_ALLOCATED, MORI_EV_FAIL, MORI_WS_FAILED},
+    {BLOCK, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED},
+    {WINDOW, MORI_WS_INIT, MORI_EV_ATTACH, MORI_WS_EXPORTED},
+    {WINDOW, MORI_WS_EXPORTED, MORI_EV_PUBLISH, MORI_WS_RENDEZVOUS},
+    {WINDOW, MORI_WS_RENDEZVOUS, MORI_EV_MAP, MORI_WS_MAPPED},
+    {WINDOW, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED},
+    {WINDOW, MORI_WS_MAPPED, MORI_EV_RELEASE, MORI_WS_RELEASED},
+    {WINDOW, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED},
+    {WINDOW, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED},
+    {WINDOW, MORI_WS_RENDEZVOUS, MORI_EV_FAIL, MORI_WS_FAILED},
+    {WINDOW, MORI_WS_MAPPED, MORI_EV_FAIL, MORI_WS_FAILED},
+};
+#define NLEGAL (sizeof legal / sizeof legal[0])
+
+/* What mori_fsm_push accepts in each (kind, state); absent means nothing. */
+static const struct {
+  mori_fsm_kind kind;
+  mori_wstate state;
+  unsigned res;
+} pushable[] = {
+    {BLOCK, MORI_WS_INIT,
+     BIT(MORI_RES_PHYS_HANDLE) | BIT(MORI_RES_LOCAL_RESERVATION) | BIT(MORI_RES_LOCAL_MAPPING)},
+    {BLOCK, MORI_WS_ALLOCATED, BIT(MORI_RES_EXPORTED_FD)},
+    {WINDOW, MORI_WS_INIT, BIT(MORI_RES_BLOCK_REF)},
+    {WINDOW, MORI_WS_EXPORTED,
+     BIT(MORI_RES_CHANNEL) | BIT(MORI_RES_RECEIVED_FD) | BIT(MORI_RES_IMPORTED_HANDLE)},
+    {WINDOW, MORI_WS_RENDEZVOUS,
+     BIT(MORI_RES_SPAN_RESERVATION) | BIT(MORI_RES_SLOT_MAPPING) | BIT(MORI_RES_DEVICE_TABLE)},
+};
+
+static const mori_fsm_kind kinds[] = {BLOCK, WINDOW};
+
+static int expected_next(mori_fsm_kind kind, mori_wstate s, mori_wevent ev) {
+  for (size_t i = 0; i < NLEGAL; i++)
+    if (legal[i].kind == kind && legal[i].from == s && legal[i].ev == ev) return (int)legal[i].to;
+  return -1;
+}
+
+static unsigned expected_pushable(mori_fsm_kind kind, mori_wstate s) {
+  for (size_t i = 0; i < sizeof pushable / sizeof pushable[0]; i++)
+    if (pushable[i].kind == kind && pushable[i].state == s) return pushable[i].res;
+  return 0;
+}
+
+static int terminal(mori_wstate s) { return s == MORI_WS_RELEASED || s == MORI_WS_FAILED; }
+
+/* ---- a release callback that records what it is given ---- */
+
+typedef struct recorder {
+  mori_ledger_entry seen[256];
+  size_t n;
+  struct {
+    mori_res kind;
+    int aux, rc;
+  } fail[2]; /* entries whose release fails, and with which code */
+} recorder;
+
+static int record(void *ctx, const mori_ledger_entry *e) {
+  recorder *r = ctx;
+  assert_true(r->n < sizeof r->seen / sizeof r->seen[0]);
+  r->seen[r->n++] = *e;
+  for (int i = 0; i < 2; i++)
+    if (r->fail[i].rc != 0 && r->fail[i].kind == e->kind && r->fail[i].aux == e->aux)
+      return r->fail[i].rc;
+  return 0;
+}
+
+static recorder *new_recorder(void) {
+  recorder *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  return r;
+}
+
+/* ---- driving a machine through its life ---- */
+
+static void must_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux) {
+  assert_int_equal(mori_fsm_push(m, kind, value, size, aux), MORI_FSM_OK);
+}
+
+/* Records what the transition `ev` acquires, in the order core acquires it:
+ * per peer a received fd then its import; span, slots, tables. */
+static void acquire(mori_fsm *m, mori_wevent ev) {
+  switch (ev) {
+  case MORI_EV_ALLOCATE:
+    must_push(m, MORI_RES_PHYS_HANDLE, 0x100, 1 << 21, 0);
+    must_push(m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 1 << 21, 0);
+    must_push(m, MORI_RES_LOCAL_MAPPING, 0x7f0000000000, 1 << 21, 0);
+    break;
+  case MORI_EV_EXPORT:
+    must_push(m, MORI_RES_EXPORTED_FD, 7, 0, 0);
+    break;
+  case MORI_EV_ATTACH:
+    must_push(m, MORI_RES_BLOCK_REF, 0xb10c, 0, 0);
+    break;
+  case MORI_EV_PUBLISH:
+    must_push(m, MORI_RES_CHANNEL, 0xc4a7, 0, 0);
+    for (int p = 0; p < m->world_size; p++) {
+      if (p == m->rank) continue;
+      must_push(m, MORI_RES_RECEIVED_FD, (uintptr_t)(20 + p), 0, p);
+      must_push(m, MORI_RES_IMPORTED_HANDLE, (uintptr_t)(0x1000 + p), 1 << 21, p);
+    }
+    break;
+  case MORI_EV_MAP:
+    must_push(m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, (size_t)m->world_size << 21, 0);
+    for (int r = 0; r < m->world_size; r++)
+      must_push(m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
+    must_push(m, MORI_RES_DEVICE_TABLE, 0xd0, 8 * (size_t)m->world_size, 0);
+    must_push(m, MORI_RES_DEVICE_TABLE, 0xd1, 8 * (size_t)m->world_size, 0);
+    break;
+  default:
+    break;
+  }
+}
+
+static void step(mori_fsm *m, mori_wevent ev) {
+  acquire(m, ev);
+  assert_int_equal(mori_fsm_fire(m, ev), MORI_FSM_OK);
+}
+
+/* Puts a fresh machine in state s by legal steps; a state the kind never
+ * reaches is set directly, with an empty ledger. */
+static void reach(mori_fsm *m, mori_fsm_kind kind, mori_wstate s, int world) {
+  static const mori_wevent block_path[] = {MORI_EV_ALLOCATE, MORI_EV_EXPORT};
+  static const mori_wevent window_path[] = {MORI_EV_ATTACH, MORI_EV_PUBLISH, MORI_EV_MAP};
+  const mori_wevent *path = kind == BLOCK ? block_path : window_path;
+  size_t len = kind == BLOCK ? 2 : 3;
+  mori_fsm_init(m, kind, kind == BLOCK ? 0 : RANK, kind == BLOCK ? 0 : world);
+  if (s == MORI_WS_FAILED) {
+    assert_int_equal(mori_fsm_fail(m, NULL, NULL), 0);
+    return;
+  }
+  if (s == MORI_WS_RELEASED) {
+    step(m, path[0]);
+    recorder *r = new_recorder();
+    assert_int_equal(mori_fsm_release(m, record, r), 0);
+    free(r);
+    return;
+  }
+  for (size_t i = 0; i < len && m->state != s; i++) step(m, path[i]);
+  if (m->state != s) m->state = s;
+}
+
+/* Unwinds whatever is left and frees the machine. */
+static void finish(mori_fsm *m) {
+  if (!terminal(m->state)) {
+    recorder *r = new_recorder();
+    if (mori_fsm_fail(m, record, r) == MORI_FSM_EILLEGAL) {
+      m->len = 0; /* a state the kind never reaches: no row unwinds it */
+      m->state = MORI_WS_INIT;
+    }
+    free(r);
+  }
+  mori_fsm_destroy(m);
+}
+
+static size_t find(const mori_fsm *m, mori_res kind, int aux) {
+  for (size_t i = 0; i < m->len; i++)
+    if (m->ledger[i].kind == kind && m->ledger[i].aux == aux) return i;
+  fail_msg("no %s entry with aux %d", mori_res_name(kind), aux);
+  return 0;
+}
+
+/* ---- the transition table ---- */
+
+static void next_matches_expected_triples_for_every_kind_state_event(void **state) {
+  for (size_t k = 0; k < 2; k++)
+    for (int s = 0; s < MORI_WS__COUNT; s++)
+      for (int ev = 0; ev < MORI_EV__COUNT; ev++)
+        if (mori_fsm_next(kinds[k], (mori_wstate)s, (mori_wevent)ev) !=
+            expected_next(kinds[k], (mori_wstate)s, (mori_wevent)ev))
+          fail_msg("%s %s %s", k ? "window" : "block", mori_wstate_name((mori_wstate)s),
+                   mori_wevent_name((mori_wevent)ev));
+}
+
+static void next_rejects_out_of_range_kind_state_and_event(void **state) {
+  assert_int_equal(mori_fsm_next((mori_fsm_kind)0, MORI_WS_INIT, MORI_EV_ALLOCATE), -1);
+  assert_int_equal(mori_fsm_next((mori_fsm_kind)3, MORI_WS_INIT, MORI_EV_ALLOCATE), -1);
+  assert_int_equal(mori_fsm_next(BLOCK, MORI_WS__COUNT, MORI_EV_FAIL), -1);
+  assert_int_equal(mori_fsm_next(BLOCK, MORI_WS_INIT, MORI_EV__COUNT), -1);
+}
+
+/* Every (kind, state, event) on a live machine: legal ones move to the
+ * expected state, illegal ones are refused and change nothing. */
+static void every_triple_moves_when_legal_and_changes_nothing_when_not(void **state) {
+  for (size_t k = 0; k < 2; k++) {
+    for (int s = 0; s < MORI_WS__COUNT; s++) {
+      for (int ev = 0; ev < MORI_EV__COUNT; ev++) {
+        mori_fsm m;
+        recorder *r = new_recorder();
+        reach(&m, kinds[k], (mori_wstate)s, WORLD);
+        int to = expected_next(kinds[k], (mori_wstate)s, (mori_wevent)ev);
+        size_t len = m.len;
+        int rc;
+        if (ev == MORI_EV_RELEASE)
+          rc = mori_fsm_release(&m, record, r);
+        else if (ev == MORI_EV_FAIL)
+          rc = mori_fsm_fail(&m, record, r);
+        else {
+          if (to >= 0) acquire(&m, (mori_wevent)ev);
+          rc = mori_fsm_fire(&m, (mori_wevent)ev);
+        }
+        if (to >= 0) {
+          assert_int_equal(rc, MORI_FSM_OK);
+          assert_int_equal(m.state, to);
+          if (terminal((mori_wstate)to)) assert_int_equal(m.len, 0);
+        } else {
+          if (rc != (terminal((mori_wstate)s) ? MORI_FSM_ETERMINAL : MORI_FSM_EILLEGAL))
+            fail_msg("%s %s %s returned %d", k ? "window" : "block",
+                     mori_wstate_name((mori_wstate)s), mori_wevent_name((mori_wevent)ev), rc);
+          assert_int_equal(m.state, s);
+          assert_int_equal(m.len, len);
+          assert_int_equal(r->n, 0);
+          assert_true(m.why[0] != '\0');
+        }
+        free(r);
+        finish(&m);
+      }
+    }
+  }
+}
+
+static void fire_refuses_release_and_fail_which_need_a_callback(void **state) {
+  static const struct {
+    mori_fsm_kind kind;
+    mori_wstate s;
+  } live[] = {{BLOCK, MORI_WS_ALLOCATED}, {BLOCK, MORI_WS_EXPORTED}, {WINDOW, MORI_WS_EXPORTED},
+              {WINDOW, MORI_WS_MAPPED}};
+  for (size_t i = 0; i < sizeof live / sizeof live[0]; i++) {
+    mori_fsm m;
+    reach(&m, live[i].kind, live[i].s, WORLD);
+    size_t len = m.len;
+    assert_int_equal(mori_fsm_fire(&m, MORI_EV_RELEASE), MORI_FSM_EILLEGAL);
+    assert_int_equal(mori_fsm_fire(&m, MORI_EV_FAIL), MORI_FSM_EILLEGAL);
+    assert_int_equal(m.state, live[i].s);
+    assert_int_equal(m.len, len);
+    finish(&m);
+  }
+}
+
+static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
+  static const int worlds[] = {1, 2, 4, 16};
+  for (size_t i = 0; i < 4; i++) {
+    mori_fsm m;
+    mori_fsm_init(&m, WINDOW, 0, worlds[i]);
+    step(&m, MORI_EV_ATTACH);
+    step(&m, MORI_EV_PUBLISH);
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), worlds[i] - 1);
+    step(&m, MORI_EV_MAP);
+    assert_int_equal(m.state, MORI_WS_MAPPED);
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), worlds[i]);
+    recorder *r = new_recorder();
+    assert_int_equal(mori_fsm_release(&m, record, r), 0);
+    assert_int_equal(r->n, 1 + 2 * (worlds[i] - 1) + 1 + worlds[i] + 2);
+    free(r);
+    finish(&m);
+  }
+}
+
+static void block_on_the_fabric_path_exports_without_an_fd(void **state) {
+  mori_fsm m;
+  mori_fsm_init(&m, BLOCK, 0, 0);
+  step(&m, MORI_EV_ALLOCATE);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_EXPORT), MORI_FSM_OK);
+  assert_int_equal(m.state, MORI_WS_EXPORTED);
+  assert_int_equal(mori_fsm_count(&m, MORI_RES_EXPORTED_FD), 0);
+  finish(&m);
+}
+
+/* ---- push ---- */
+
+static void push_accepts_only_what_the_outgoing_transition_acquires(void **state) {
+  for (size_t k = 0; k < 2; k++) {
+    for (int s = 0; s < MORI_WS__COUNT; s++) {
+      for (int res = 0; res <= MORI_RES__COUNT; res++) {
+        mori_fsm m;
+        reach(&m, kinds[k], (mori_wstate)s, WORLD);
+        size_t len = m.len;
+        int rc = mori_fsm_push(&m, (mori_res)res, 0x42, 0, 2);
+        int ok = res < MORI_RES__COUNT && (expected_pushable(kinds[k], (mori_wstate)s) & BIT(res));
+        int want = terminal((mori_wstate)s) ? MORI_FSM_ETERMINAL
+                   : ok                     ? MORI_FSM_OK
+                                            : MORI_FSM_EILLEGAL;
+        if (rc != want)
+          fail_msg("%s %s push %s returned %d", k ? "window" : "block",
+                   mori_wstate_name((mori_wstate)s), mori_res_name((mori_res)res), rc);
+        assert_int_equal(m.len, len + (rc == MORI_FSM_OK));
+        assert_int_equal(m.state, s);
+        if (rc == MORI_FSM_EILLEGAL) assert_non_null(strstr(m.why, mori_res_name((mori_res)res)));
+        finish(&m);
+      }
+    }
+  }
+}
+
+static void push_grows_the_ledger_and_keeps_every_entry(void **state) {
+  mori_fsm m;
+  mori_fsm_init(&m, WINDOW, 0, 64);
+  step(&m, MORI_EV_ATTACH);
+  step(&m, MORI_EV_PUBLISH);
+  step(&m, MORI_EV_MAP);
+  assert_int_equal(m.len, 1 + 1 + 2 * 63 + 1 + 64 + 2);
+  assert_true(m.cap >= m.len);
+  assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value,
+                   0x7e0000000000 + ((uintptr_t)63 << 21));
+  finish(&m);
+}
+
+/* ---- forget ---- */
+
+static void forget_removes_the_most_recent_match_and_keeps_order(void **state) {
+  mori_fsm m;
+  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  must_push(&m, MORI_RES_CHANNEL, 9, 0, 0);
+  must_push(&m, MORI_RES_RECEIVED_FD, 9, 0, 0);
+  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1000, 0, 0);
+  must_push(&m, MORI_RES_RECEIVED_FD, 9, 0, 2);
+  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1002, 0, 2);
+  assert_int_equal(mori_fsm_forget(&m, MORI_RES_RECEIVED_FD, 9), MORI_FSM_OK);
+  static const struct {
+    mori_res kind;
+    int aux;
+  } left[] = {{MORI_RES_BLOCK_REF, 0},       {MORI_RES_CHANNEL, 0},
+              {MORI_RES_RECEIVED_FD, 0},     {MORI_RES_IMPORTED_HANDLE, 0},
+              {MORI_RES_IMPORTED_HANDLE, 2}};
+  assert_int_equal(m.len, 5);
+  for (size_t i = 0; i < 5; i++) {
+    assert_int_equal(m.ledger[i].kind, left[i].kind);
+    assert_int_equal(m.ledger[i].aux, left[i].aux);
+  }
+  finish(&m);
+}
+
+static void forget_of_an_entry_not_in_the_ledger_is_refused(void **state) {
+  mori_fsm m;
+  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  must_push(&m, MORI_RES_RECEIVED_FD, 9, 0, 0);
+  assert_int_equal(mori_fsm_forget(&m, MORI_RES_RECEIVED_FD, 8), MORI_FSM_EILLEGAL);
+  assert_int_equal(mori_fsm_forget(&m, MORI_RES_CHANNEL, 9), MORI_FSM_EILLEGAL);
+  assert_non_null(strstr(m.why, "not in the ledger"));
+  assert_int_equal(m.len, 2);
+  finish(&m);
+}
+
+/* ---- terminal states ---- */
+
+static void terminal_states_refuse_push_fire_forget_release_and_fail(void **state) {
+  static const mori_wstate ends[] = {MORI_WS_RELEASED, MORI_WS_FAILED};
+  for (size_t k = 0; k < 2; k++) {
+    for (size_t i = 0; i < 2; i++) {
+      mori_fsm m;
+      recorder *r = new_recorder();
+      reach(&m, kinds[k], ends[i], WORLD);
+      assert_int_equal(mori_fsm_push(&m, MORI_RES_PHYS_HANDLE, 1, 0, 0), MORI_FSM_ETERMINAL);
+      assert_int_equal(mori_fsm_push(&m, MORI_RES_BLOCK_REF, 1, 0, 0), MORI_FSM_ETERMINAL);
+      for (int ev = 0; ev < MORI_EV__COUNT; ev++)
+        assert_int_equal(mori_fsm_fire(&m, (mori_wevent)ev), MORI_FSM_ETERMINAL);
+      assert_int_equal(mori_fsm_forget(&m, MORI_RES_PHYS_HANDLE, 1), MORI_FSM_ETERMINAL);
+      assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_ETERMINAL);
+      assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_ETERMINAL);
+      assert_int_equal(m.state, ends[i]);
+      assert_int_equal(m.len, 0);
+      assert_int_equal(r->n, 0);
+      assert_non_null(strstr(m.why, mori_wstate_name(ends[i])));
+      free(r);
+      mori_fsm_destroy(&m);
+    }
+  }
+}
+
+/* ---- invariants ---- */
+
+/* A corruption of a valid machine and the message that must name it. */
+typedef struct breakage {
+  const char *what;
+  mori_fsm_kind kind;
+  mori_wstate state;
+  void (*corrupt)(mori_fsm *m);
+  const char *why;
+} breakage;
+
+static void drop_slot_3(mori_fsm *m) {
+  uintptr_t va = m->ledger[find(m, MORI_RES_SLOT_MAPPING, 3)].value;
+  assert_int_equal(mori_fsm_forget(m, MORI_RES_SLOT_MAPPING, va), 0);
+}
+static void drop_import_3(mori_fsm *m) {
+  assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1003), 0);
+}
+static void third_device_table(mori_fsm *m) {
+  m->state = MORI_WS_RENDEZVOUS; /* the one state that may push tables */
+  must_push(m, MORI_RES_DEVICE_TABLE, 0xd2, 0, 0);
+  m->state = MORI_WS_MAPPED;
+}
+static void second_block_ref(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_CHANNEL, 0)].kind = MORI_RES_BLOCK_REF;
+}
+static void import_aux_outside_world(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_IMPORTED_HANDLE, 3)].aux = WORLD;
+}
+static void negative_slot_aux(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_SLOT_MAPPING, 0)].aux = -1;
+}
+static void import_from_own_rank(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_IMPORTED_HANDLE, 3)].aux = RANK;
+}
+static void received_fd_from_own_rank(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_RECEIVED_FD, 0)].aux = RANK;
+}
+static void two_slots_for_rank_2(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_SLOT_MAPPING, 3)].aux = 2;
+}
+static void block_resource_in_window(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_CHANNEL, 0)].kind = MORI_RES_EXPORTED_FD;
+}
+static void span_before_last_import(mori_fsm *m) {
+  size_t a = find(m, MORI_RES_IMPORTED_HANDLE, 3), b = find(m, MORI_RES_SPAN_RESERVATION, 0);
+  mori_ledger_entry t = m->ledger[a];
+  m->ledger[a] = m->ledger[b];
+  m->ledger[b] = t;
+}
+static void unknown_kind(mori_fsm *m) { m->ledger[0].kind = (mori_res)42; }
+static void rank_outside_world(mori_fsm *m) { m->rank = WORLD; }
+static void window_in_allocated(mori_fsm *m) { m->state = MORI_WS_ALLOCATED; }
+static void rendezvous_missing_import(mori_fsm *m) {
+  assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1000), 0);
+}
+static void rendezvous_with_span(mori_fsm *m) {
+  m->state = MORI_WS_RENDEZVOUS;
+  must_push(m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, 0, 0);
+}
+static void second_fd_from_rank_0(mori_fsm *m) {
+  m->state = MORI_WS_EXPORTED; /* the one state that may push fds */
+  must_push(m, MORI_RES_RECEIVED_FD, 30, 0, 0);
+  m->state = MORI_WS_RENDEZVOUS;
+}
+static void window_exported_with_channel(mori_fsm *m) {
+  must_push(m, MORI_RES_CHANNEL, 0xc4a7, 0, 0);
+}
+static void block_without_local_mapping(mori_fsm *m) {
+  assert_int_equal(mori_fsm_forget(m, MORI_RES_LOCAL_MAPPING, 0x7f0000000000), 0);
+}
+static void block_with_window_resource(mori_fsm *m) {
+  m->ledger[2].kind = MORI_RES_SLOT_MAPPING;
+}
+static void allocated_with_exported_fd(mori_fsm *m) {
+  must_push(m, MORI_RES_EXPORTED_FD, 7, 0, 0);
+}
+static void two_exported_fds(mori_fsm *m) {
+  m->state = MORI_WS_ALLOCATED;
+  must_push(m, MORI_RES_EXPORTED_FD, 8, 0, 0);
+  m->state = MORI_WS_EXPORTED;
+}
+static void init_holding_a_handle(mori_fsm *m) {
+  must_push(m, MORI_RES_PHYS_HANDLE, 0x100, 0, 0);
+}
+
+static const breakage breakages[] = {
+    {"missing slot", WINDOW, MORI_WS_MAPPED, drop_slot_3, "MAPPED: 3 slot mappings, expected 4"},
+    {"missing import", WINDOW, MORI_WS_MAPPED, drop_import_3,
+     "MAPPED: 2 imported handles, expected 3"},
+    {"three tables", WINDOW, MORI_WS_MAPPED, third_device_table,
+     "MAPPED: 3 device tables, expected 0..2"},
+    {"two block refs", WINDOW, MORI_WS_MAPPED, second_block_ref,
+     "MAPPED: 2 block references, expected 1"},
+    {"aux >= world", WINDOW, MORI_WS_MAPPED, import_aux_outside_world,
+     "MAPPED: IMPORTED_HANDLE aux 4 outside world 4"},
+    {"aux < 0", WINDOW, MORI_WS_MAPPED, negative_slot_aux,
+     "MAPPED: SLOT_MAPPING aux -1 outside world 4"},
+    {"self import", WINDOW, MORI_WS_MAPPED, import_from_own_rank,
+     "MAPPED: IMPORTED_HANDLE from own rank 1"},
+    {"self fd", WINDOW, MORI_WS_MAPPED, received_fd_from_own_rank,
+     "MAPPED: RECEIVED_FD from own rank 1"},
+    {"duplicate slot", WINDOW, MORI_WS_MAPPED, two_slots_for_rank_2,
+     "MAPPED: two SLOT_MAPPING entries for rank 2"},
+    {"block kind in window", WINDOW, MORI_WS_MAPPED, block_resource_in_window,
+     "MAPPED: EXPORTED_FD in a window ledger"},
+    {"order", WINDOW, MORI_WS_MAPPED, span_before_last_import,
+     "MAPPED: IMPORTED_HANDLE recorded after SPAN_RESERVATION"},
+    {"unknown kind", WINDOW, MORI_WS_MAPPED, unknown_kind, "MAPPED: entry 0 has unknown kind 42"},
+    {"rank", WINDOW, MORI_WS_MAPPED, rank_outside_world, "MAPPED: rank 4 outside world 4"},
+    {"unreachable", WINDOW, MORI_WS_EXPORTED, window_in_allocated,
+     "ALLOCATED: not a state of a window machine"},
+    {"rendezvous import", WINDOW, MORI_WS_RENDEZVOUS, rendezvous_missing_import,
+     "RENDEZVOUS: 2 imported handles, expected 3"},
+    {"rendezvous span", WINDOW, MORI_WS_RENDEZVOUS, rendezvous_with_span,
+     "RENDEZVOUS: 1 span reservation, expected 0"},
+    {"duplicate fd", WINDOW, MORI_WS_RENDEZVOUS, second_fd_from_rank_0,
+     "RENDEZVOUS: two RECEIVED_FD entries for rank 0"},
+    {"exported window", WINDOW, MORI_WS_EXPORTED, window_exported_with_channel,
+     "EXPORTED: 1 channel, expected 0"},
+    {"block mapping", BLOCK, MORI_WS_EXPORTED, block_without_local_mapping,
+     "EXPORTED: 0 local mappings, expected 1"},
+    {"window kind in block", BLOCK, MORI_WS_ALLOCATED, block_with_window_resource,
+     "ALLOCATED: SLOT_MAPPING in a block ledger"},
+    {"early fd", BLOCK, MORI_WS_ALLOCATED, allocated_with_exported_fd,
+     "ALLOCATED: 1 exported fd, expected 0"},
+    {"two fds", BLOCK, MORI_WS_EXPORTED, two_exported_fds, "EXPORTED: 2 exported fds, expected 0..1"},
+    {"init", BLOCK, MORI_WS_INIT, init_holding_a_handle, "INIT: 1 physical handle, expected 0"},
+};
+
+static void check_names_the_first_broken_invariant(void **state) {
+  for (size_t i = 0; i < sizeof breakages / sizeof breakages[0]; i++) {
+    const breakage *b = &breakages[i];
+    mori_fsm m;
+    reach(&m, b->kind, b->state, WORLD);
+    assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK); /* the control: intact passes */
+    b->corrupt(&m);
+    int rc = mori_fsm_check(&m);
+    if (rc != MORI_FSM_EINVARIANT || strcmp(m.why, b->why) != 0)
+      fail_msg("%s: rc %d, why \"%s\", expected \"%s\"", b->what, rc, m.why, b->why);
+    m.rank = RANK;
+    finish(&m);
+  }
+}
+
+static void received_fds_range_up_to_world_minus_1(void **state) {
+  mori_fsm m;
+  reach(&m, WINDOW, MORI_WS_RENDEZVOUS, WORLD);
+  assert_int_equal(mori_fsm_count(&m, MORI_RES_RECEIVED_FD), WORLD - 1);
+  assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
+  for (int p = 0; p < WORLD; p++) {
+    if (p == RANK) continue;
+    assert_int_equal(mori_fsm_forget(&m, MORI_RES_RECEIVED_FD, (uintptr_t)(20 + p)), 0);
+    assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
+  }
+  assert_int_equal(mori_fsm_count(&m, MORI_RES_RECEIVED_FD), 0);
+  finish(&m);
+}
+
+static void fire_with_a_broken_ledger_fails_and_stays_put(void **state) {
+  mori_fsm m;
+  reach(&m, WINDOW, MORI_WS_RENDEZVOUS, WORLD);
+  must_push(&m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, 4 << 21, 0);
+  for (int r = 0; r < WORLD - 1; r++)
+    must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
+  assert_string_equal(m.why, "MAPPED: 3 slot mappings, expected 4");
+  assert_int_equal(m.state, MORI_WS_RENDEZVOUS);
+  must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + (3ul << 21), 1 << 21, 3);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_OK);
+  assert_int_equal(m.state, MORI_WS_MAPPED);
+  finish(&m);
+}
+
+static void publish_requires_every_peer_handle_imported(void **state) {
+  mori_fsm m;
+  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1000, 0, 0);
+  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1002, 0, 2);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_PUBLISH), MORI_FSM_EINVARIANT);
+  assert_string_equal(m.why, "RENDEZVOUS: 2 imported handles, expected 3");
+  assert_int_equal(m.state, MORI_WS_EXPORTED);
+  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1003, 0, 3);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_PUBLISH), MORI_FSM_OK);
+  finish(&m);
+}
+
+/* ---- release and rollback ---- */
+
+/* Reverse order, with the one deferred kind (EXPORTED_FD) after the rest. */
+static void release_unwinds_in_reverse_order_exported_fd_last(void **state) {
+  for (size_t k = 0; k < 2; k++) {
+    mori_fsm m;
+    recorder *r = new_recorder();
+    reach(&m, kinds[k], kinds[k] == BLOCK ? MORI_WS_EXPORTED : MORI_WS_MAPPED, WORLD);
+    mori_ledger_entry pushed[128];
+    size_t n = m.len, j = 0;
+    memcpy(pushed, m.ledger, n * sizeof pushed[0]);
+    assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
+    for (size_t pass = 0; pass < 2; pass++)
+    for (size_t i = n; i-- > 0;) {
+      if (pushed[i].kind == MORI_RES_BLOCK_REF) continue;
+      if ((pushed[i].kind == MORI_RES_EXPORTED_FD) != pass) continue;
+      assert_true(j < r->n);
+      assert_int_equal(r->seen[j].kind, pushed[i].kind);
+      assert_int_equal(r->seen[j].value, pushed[i].value);
+      assert_int_equal(r->seen[j].size, pushed[i].size);
+      assert_int_equal(r->seen[j].aux, pushed[i].aux);
+      j++;
+    }
+    assert_int_equal(j, r->n);
+    assert_int_equal(m.state, MORI_WS_RELEASED);
+    assert_int_equal(m.len, 0);
+    free(r);
+    finish(&m);
+  }
+}
+
+/* Collapses the release sequence into runs of one kind. */
+static size_t runs(const recorder *r, mori_res *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->n; i++)
+    if (n == 0 || out[n - 1] != r->seen[i].kind) out[n++] = r->seen[i].kind;
+  return n;
+}
+
+/* DESIGN's teardown: synchronize; free device tables; unmap each slot;
+ * release imports; free the span.  Reverse acquisition gives the first
+ * three steps, then frees the span before the imports (it was reserved
+ * after them), each import before the fd it came from, the channel last. */
+static void window_release_frees_tables_then_slots_then_span_then_imports(void **state) {
+  mori_fsm m;
+  recorder *r = new_recorder();
+  reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
+  assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
+  static const mori_res want[] = {
+      MORI_RES_DEVICE_TABLE,   MORI_RES_SLOT_MAPPING,  MORI_RES_SPAN_RESERVATION,
+      MORI_RES_IMPORTED_HANDLE, MORI_RES_RECEIVED_FD,  MORI_RES_IMPORTED_HANDLE,
+      MORI_RES_RECEIVED_FD,    MORI_RES_IMPORTED_HANDLE, MORI_RES_RECEIVED_FD,
+      MORI_RES_CHANNEL,
+  };
+  mori_res got[128];
+  size_t n = runs(r, got);
+  assert_int_equal(n, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != want[i])
+      fail_msg("run %zu is %s, expected %s", i, mori_res_name(got[i]), mori_res_name(want[i]));
+  /* slots highest rank first; each peer's import, then its fd */
+  for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[2 + i].aux, WORLD - 1 - i);
+  static const int peers[] = {3, 2, 0};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(r->seen[2 + WORLD + 1 + 2 * i].aux, peers[i]);
+    assert_int_equal(r->seen[2 + WORLD + 2 + 2 * i].aux, peers[i]);
+  }
+  free(r);
+  finish(&m);
+}
+
+/* The exported fd is deferred: closed only after the final release of the
+ * handle it came from (docs/quirks.md, export-fd-lifetime). */
+static void block_release_unmaps_unreserves_releases_handle_then_closes_fd(void **state) {
+  mori_fsm m;
+  recorder *r = new_recorder();
+  reach(&m, BLOCK, MORI_WS_EXPORTED, 0);
+  assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
+  static const mori_res want[] = {MORI_RES_LOCAL_MAPPING, MORI_RES_LOCAL_RESERVATION,
+                                  MORI_RES_PHYS_HANDLE, MORI_RES_EXPORTED_FD};
+  assert_int_equal(r->n, 4);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(r->seen[i].kind, want[i]);
+  free(r);
+  finish(&m);
+}
+
+static void fail_rolls_back_a_partial_allocation_in_reverse(void **state) {
+  mori_fsm m;
+  recorder *r = new_recorder();
+  mori_fsm_init(&m, BLOCK, 0, 0);
+  must_push(&m, MORI_RES_PHYS_HANDLE, 0x100, 1 << 21, 0);
+  must_push(&m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 1 << 21, 0);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_ALLOCATE), MORI_FSM_EINVARIANT);
+  assert_string_equal(m.why, "ALLOCATED: 0 local mappings, expected 1");
+  assert_int_equal(m.state, MORI_WS_INIT);
+  assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_OK);
+  assert_int_equal(r->n, 2);
+  assert_int_equal(r->seen[0].kind, MORI_RES_LOCAL_RESERVATION);
+  assert_int_equal(r->seen[1].kind, MORI_RES_PHYS_HANDLE);
+  assert_int_equal(r->seen[1].value, 0x100);
+  assert_int_equal(m.state, MORI_WS_FAILED);
+  assert_int_equal(m.len, 0);
+  free(r);
+  finish(&m);
+}
+
+static void fail_mid_publish_rolls_back_imports_fds_and_channel(void **state) {
+  mori_fsm m;
+  recorder *r = new_recorder();
+  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  must_push(&m, MORI_RES_CHANNEL, 0xc4a7, 0, 0);
+  must_push(&m, MORI_RES_RECEIVED_FD, 20, 0, 0);
+  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1000, 0, 0);
+  must_push(&m, MORI_RES_RECEIVED_FD, 22, 0, 2);
+  assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_OK);
+  static const uintptr_t want[] = {22, 0x1000, 20, 0xc4a7};
+  assert_int_equal(r->n, 4);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(r->seen[i].value, want[i]);
+  assert_int_equal(m.state, MORI_WS_FAILED);
+  free(r);
+  finish(&m);
+}
+
+static void release_goes_on_past_failing_callbacks_and_reports_the_first(void **state) {
+  mori_fsm m;
+  recorder *r = new_recorder();
+  reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
+  size_t n = m.len;
+  r->fail[0].kind = MORI_RES_IMPORTED_HANDLE; /* released later, so not the first */
+  r->fail[0].aux = 0;
+  r->fail[0].rc = -9;
+  r->fail[1].kind = MORI_RES_SLOT_MAPPING;
+  r->fail[1].aux = 2;
+  r->fail[1].rc = -7;
+  assert_int_equal(mori_fsm_release(&m, record, r), -7);
+  assert_int_equal(r->n, n - 1); /* every entry but the block reference */
+  assert_int_equal(r->seen[r->n - 1].kind, MORI_RES_CHANNEL);
+  assert_non_null(strstr(m.why, "SLOT_MAPPING"));
+  assert_int_equal(m.state, MORI_WS_RELEASED);
+  assert_int_equal(m.len, 0);
+  free(r);
+  finish(&m);
+}
+
+static void fail_goes_on_past_a_failing_callback_and_ends_failed(void **state) {
+  mori_fsm m;
+  recorder *r = new_recorder();
+  reach(&m, BLOCK, MORI_WS_EXPORTED, 0);
+  r->fail[0].kind = MORI_RES_EXPORTED_FD;
+  r->fail[0].rc = -5;
+  assert_int_equal(mori_fsm_fail(&m, record, r), -5);
+  assert_int_equal(r->n, 4);
+  assert_int_equal(r->seen[2].kind, MORI_RES_PHYS_HANDLE);
+  assert_int_equal(r->seen[3].kind, MORI_RES_EXPORTED_FD);
+  assert_int_equal(m.state, MORI_WS_FAILED);
+  assert_int_equal(m.len, 0);
+  free(r);
+  finish(&m);
+}
+
+static void block_ref_never_reaches_the_release_callback(void **state) {
+  static const struct {
+    mori_wstate from;
+    mori_wevent ev;
+  } unwinds[] = {{MORI_WS_EXPORTED, MORI_EV_RELEASE}, {MORI_WS_EXPORTED, MORI_EV_FAIL},
+                 {MORI_WS_RENDEZVOUS, MORI_EV_FAIL},  {MORI_WS_MAPPED, MORI_EV_RELEASE},
+                 {MORI_WS_MAPPED, MORI_EV_FAIL}};
+  for (size_t i = 0; i < sizeof unwinds / sizeof unwinds[0]; i++) {
+    mori_fsm m;
+    recorder *r = new_recorder();
+    reach(&m, WINDOW, unwinds[i].from, WORLD);
+    size_t n = m.len;
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_BLOCK_REF), 1);
+    int rc = unwinds[i].ev == MORI_EV_FAIL ? mori_fsm_fail(&m, record, r)
+                                           : mori_fsm_release(&m, record, r);
+    assert_int_equal(rc, MORI_FSM_OK);
+    assert_int_equal(r->n, n - 1);
+    for (size_t j = 0; j < r->n; j++) assert_int_not_equal(r->seen[j].kind, MORI_RES_BLOCK_REF);
+    assert_int_equal(m.len, 0);
+    free(r);
+    finish(&m);
+  }
+}
+
+static void release_of_only_a_block_ref_needs_no_callback(void **state) {
+  mori_fsm m;
+  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  assert_int_equal(mori_fsm_release(&m, NULL, NULL), MORI_FSM_OK);
+  assert_int_equal(m.state, MORI_WS_RELEASED);
+  mori_fsm_destroy(&m);
+}
+
+static void release_without_a_callback_is_refused_while_entries_need_one(void **state) {
+  mori_fsm m;
+  reach(&m, BLOCK, MORI_WS_ALLOCATED, 0);
+  assert_int_equal(mori_fsm_release(&m, NULL, NULL), MORI_FSM_EILLEGAL);
+  assert_int_equal(mori_fsm_fail(&m, NULL, NULL), MORI_FSM_EILLEGAL);
+  assert_int_equal(m.state, MORI_WS_ALLOCATED);
+  assert_int_equal(m.len, 3);
+  finish(&m);
+}
+
+/* ---- lifecycle asserts ---- */
+
+static void destroy_of_a_live_machine_aborts(void **state) {
+#ifdef NDEBUG
+  skip(); /* the lifecycle asserts are compiled out */
+#endif
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (freopen("/dev/null", "w", stderr) == NULL) _exit(3);
+    mori_fsm m;
+    reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
+    mori_fsm_destroy(&m);
+    _exit(0);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status));
+  assert_int_equal(WTERMSIG(status), SIGABRT);
+}
+
+/* ---- names, invariant lines and the diagram ---- */
+
+static void names_are_the_enumerators_and_out_of_range_is_a_question_mark(void **state) {
+  static const char *const states[] = {"INIT",   "ALLOCATED", "EXPORTED", "RENDEZVOUS",
+                                       "MAPPED", "RELEASED",  "FAILED"};
+  static const char *const events[] = {"ALLOCATE", "EXPORT",  "ATTACH", "PUBLISH",
+                                       "MAP",      "RELEASE", "FAIL"};
+  static const char *const res[] = {
+      "PHYS_HANDLE", "LOCAL_RESERVATION", "LOCAL_MAPPING",    "EXPORTED_FD",
+      "BLOCK_REF",   "CHANNEL",           "RECEIVED_FD",      "IMPORTED_HANDLE",
+      "SPAN_RESERVATION", "SLOT_MAPPING", "DEVICE_TABLE"};
+  for (int i = 0; i < MORI_WS__COUNT; i++) {
+    assert_string_equal(mori_wstate_name((mori_wstate)i), states[i]);
+    assert_non_null(mori_wstate_invariants((mori_wstate)i));
+  }
+  for (int i = 0; i < MORI_EV__COUNT; i++)
+    assert_string_equal(mori_wevent_name((mori_wevent)i), events[i]);
+  for (int i = 0; i < MORI_RES__COUNT; i++)
+    assert_string_equal(mori_res_name((mori_res)i), res[i]);
+  assert_string_equal(mori_wstate_name(MORI_WS__COUNT), "?");
+  assert_string_equal(mori_wevent_name((mori_wevent)-1), "?");
+  assert_string_equal(mori_res_name(MORI_RES__COUNT), "?");
+  assert_string_equal(mori_wstate_invariants(MORI_WS__COUNT), "?");
+}
+
+static void invariant_lines_are_what_the_invariant_table_says(void **state) {
+  for (int s = 0; s < MORI_WS__COUNT; s++) {
+    char line[512];
+    int n = mori__fsm_describe((mori_wstate)s, line, sizeof line);
+    assert_true(n > 0 && (size_t)n < sizeof line);
+    assert_string_equal(mori_wstate_invariants((mori_wstate)s), line);
+  }
+  /* and the table says what the design says */
+  assert_string_equal(mori_wstate_invariants(MORI_WS_MAPPED),
+                      "window: 1 block reference, 0..1 channel, 0..world-1 received fds, "
+                      "world-1 imported handles, 1 span reservation, world slot mappings, "
+                      "0..2 device tables");
+  assert_string_equal(mori_wstate_invariants(MORI_WS_INIT), "empty ledger");
+}
+
+static void describe_truncates_and_reports_the_full_length(void **state) {
+  char full[512], small[8];
+  int n = mori__fsm_describe(MORI_WS_MAPPED, full, sizeof full);
+  assert_int_equal(mori__fsm_describe(MORI_WS_MAPPED, small, sizeof small), n);
+  assert_int_equal(strlen(small), sizeof small - 1);
+  assert_memory_equal(small, full, sizeof small - 1);
+}
+
+/* Not inlined: GCC 12 then mistakes open_memstream's buffer for a local. */
+__attribute__((noinline)) static char *dot_text(void) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  mori_fsm_write_dot(f);
+  assert_int_equal(fclose(f), 0);
+  return buf;
+}
+
+static void dot_draws_one_node_per_state_and_one_edge_per_table_row(void **state) {
+  char *dot = dot_text();
+  assert_memory_equal(dot, "digraph mori_fsm {\n", 19);
+  assert_string_equal(dot + strlen(dot) - 2, "}\n");
+  for (int s = 0; s < MORI_WS__COUNT; s++) {
+    char node[512];
+    snprintf(node, sizeof node, "\n  %s [label=\"%s\\n", mori_wstate_name((mori_wstate)s),
+             mori_wstate_name((mori_wstate)s));
+    assert_non_null(strstr(dot, node));
+    snprintf(node, sizeof node, "tooltip=\"%s\"];\n",
+             mori_wstate_invariants((mori_wstate)s));
+    assert_non_null(strstr(dot, node));
+  }
+  /* every expected triple is an edge naming its kind; distinct
+   * (from, event, to) edges are all the edges there are */
+  size_t distinct = 0;
+  char edge[128];
+  for (size_t i = 0; i < NLEGAL; i++) {
+    snprintf(edge, sizeof edge, "\n  %s -> %s [label=\"%s\\n(", mori_wstate_name(legal[i].from),
+             mori_wstate_name(legal[i].to), mori_wevent_name(legal[i].ev));
+    const char *at = strstr(dot, edge);
+    if (at == NULL) fail_msg("no edge %s", edge + 3);
+    const char *eol = strchr(at + 1, '\n');
+    const char *kind = strstr(at, legal[i].kind == BLOCK ? "block" : "window");
+    assert_true(kind != NULL && kind < eol);
+    int seen_before = 0;
+    for (size_t j = 0; j < i; j++)
+      seen_before |= legal[j].from == legal[i].from && legal[j].ev == legal[i].ev &&
+                     legal[j].to == legal[i].to;
+    distinct += !seen_before;
+  }
+  size_t edges = 0;
+  for (const char *p = dot; (p = strstr(p, " -> ")) != NULL; p++) edges++;
+  assert_int_equal(edges, distinct);
+  free(dot);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(next_matches_expected_triples_for_every_kind_state_event),
+      cmocka_unit_test(next_rejects_out_of_range_kind_state_and_event),
+      cmocka_unit_test(every_triple_moves_when_legal_and_changes_nothing_when_not),
+      cmocka_unit_test(fire_refuses_release_and_fail_which_need_a_callback),
+      cmocka_unit_test(lifecycle_holds_for_worlds_of_1_2_4_and_16),
+      cmocka_unit_test(block_on_the_fabric_path_exports_without_an_fd),
+      cmocka_unit_test(push_accepts_only_what_the_outgoing_transition_acquires),
+      cmocka_unit_test(push_grows_the_ledger_and_keeps_every_entry),
+      cmocka_unit_test(forget_removes_the_most_recent_match_and_keeps_order),
+      cmocka_unit_test(forget_of_an_entry_not_in_the_ledger_is_refused),
+      cmocka_unit_test(terminal_states_refuse_push_fire_forget_release_and_fail),
+      cmocka_unit_test(check_names_the_first_broken_invariant),
+      cmocka_unit_test(received_fds_range_up_to_world_minus_1),
+      cmocka_unit_test(fire_with_a_broken_ledger_fails_and_stays_put),
+      cmocka_unit_test(publish_requires_every_peer_handle_imported),
+      cmocka_unit_test(release_unwinds_in_reverse_order_exported_fd_last),
+      cmocka_unit_test(window_release_frees_tables_then_slots_then_span_then_imports),
+      cmocka_unit_test(block_release_unmaps_unreserves_releases_handle_then_closes_fd),
+      cmocka_unit_test(fail_rolls_back_a_partial_allocation_in_reverse),
+      cmocka_unit_test(fail_mid_publish_rolls_back_imports_fds_and_channel),
+      cmocka_unit_test(release_goes_on_past_failing_callbacks_and_reports_the_first),
+      cmocka_unit_test(fail_goes_on_past_a_failing_callback_and_ends_failed),
+      cmocka_unit_test(block_ref_never_reaches_the_release_callback),
+      cmocka_unit_test(release_of_only_a_block_ref_needs_no_callback),
+      cmocka_unit_test(release_without_a_callback_is_refused_while_entries_need_one),
+      cmocka_unit_test(destroy_of_a_live_machine_aborts),
+      cmocka_unit_test(names_are_the_enumerators_and_out_of_range_is_a_question_mark),
+      cmocka_unit_test(invariant_lines_are_what_the_invariant_table_says),
+      cmocka_unit_test(describe_truncates_and_reports_the_full_length),
+      cmocka_unit_test(dot_draws_one_node_per_state_and_one_edge_per_table_row),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
