@@ -1,12 +1,365 @@
 /*
- * backend_hip.c - placeholder slot for the hip backend: selecting it fails
- * with a clear error until the backend is built.
+ * backend_hip.c - the shim over ROCm's libamdhip64, loaded at run time so
+ * that one build serves every ROCm from 6.0: HIP's error codes pass through
+ * unchanged; what differs between releases (the fd import ABI, attribute
+ * numbers) is decided here at run time, never by the headers of the build.
  */
-#include "shim_internal.h"
+#include "gpu_common.h"
 
-static int hip_init(char *why, size_t whylen) {
-  snprintf(why, whylen, "the hip backend is not built in this version of mori-symm");
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* hipMemImportFromShareableHandle takes the fd by value from ROCm 7.1 and
+ * a pointer to it before. */
+#define HIP_FD_BY_VALUE_SINCE 70100000
+
+/* The prefix of hipDeviceProp_tR0600, whose layout the R0600 symbol name
+ * freezes.  Used instead of hipDeviceGetAttribute because attribute numbers
+ * shift between releases. */
+struct hip_props_r0600 {
+  char name[256];
+  unsigned char uuid[16];
+  char luid[8];
+  unsigned int luidDeviceNodeMask;
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  int regsPerBlock;
+  int warpSize;
+  size_t memPitch;
+  int maxThreadsPerBlock;
+  int maxThreadsDim[3];
+  int maxGridSize[3];
+  int clockRate;
+  size_t totalConstMem;
+  int major;
+  int minor;
+  size_t textureAlignment;
+  size_t texturePitchAlignment;
+  int deviceOverlap;
+  int multiProcessorCount;
+};
+_Static_assert(offsetof(struct hip_props_r0600, multiProcessorCount) == 388,
+               "hipDeviceProp_tR0600 ABI");
+/* Room for the whole struct (about 1.5 KiB in ROCm 6 and 7) and more. */
+#define HIP_PROPS_BYTES 8192
+
+static struct {
+  hipError_t (*Init)(unsigned int flags);
+  hipError_t (*RuntimeGetVersion)(int *version);
+  const char *(*GetErrorName)(hipError_t error);
+  hipError_t (*GetLastError)(void);
+  hipError_t (*MemCreate)(hipMemGenericAllocationHandle_t *, size_t, const hipMemAllocationProp *,
+                          unsigned long long);
+  hipError_t (*MemRelease)(hipMemGenericAllocationHandle_t);
+  hipError_t (*MemRetainAllocationHandle)(hipMemGenericAllocationHandle_t *, void *);
+  hipError_t (*MemAddressReserve)(void **, size_t, size_t, void *, unsigned long long);
+  hipError_t (*MemAddressFree)(void *, size_t);
+  hipError_t (*MemMap)(void *, size_t, size_t, hipMemGenericAllocationHandle_t,
+                       unsigned long long);
+  hipError_t (*MemUnmap)(void *, size_t);
+  hipError_t (*MemSetAccess)(void *, size_t, const hipMemAccessDesc *, size_t);
+  hipError_t (*MemGetAllocationGranularity)(size_t *, const hipMemAllocationProp *,
+                                            hipMemAllocationGranularity_flags);
+  hipError_t (*MemExportToShareableHandle)(void *, hipMemGenericAllocationHandle_t,
+                                           hipMemAllocationHandleType, unsigned long long);
+  hipError_t (*MemImportFromShareableHandle)(hipMemGenericAllocationHandle_t *, void *,
+                                             hipMemAllocationHandleType);
+  hipError_t (*Malloc)(void **, size_t);
+  hipError_t (*Free)(void *);
+  hipError_t (*Memcpy)(void *, const void *, size_t, hipMemcpyKind);
+  hipError_t (*Memset)(void *, int, size_t);
+  hipError_t (*GetDevice)(int *);
+  hipError_t (*SetDevice)(int);
+  hipError_t (*GetDeviceCount)(int *);
+  hipError_t (*DeviceSynchronize)(void);
+  hipError_t (*StreamSynchronize)(hipStream_t);
+  hipError_t (*StreamWriteValue32)(hipStream_t, void *, uint32_t, unsigned int);
+  hipError_t (*StreamWaitValue32)(hipStream_t, void *, uint32_t, unsigned int, uint32_t);
+  hipError_t (*GetDeviceProperties)(void *props, int device);
+  hipError_t (*DeviceGetPCIBusId)(char *id, int len, int device);
+} hip;
+
+static const struct mori__gpu_symbol hip_symbols[] = {
+    MORI_GPU_SYMBOL("hipInit", hip.Init),
+    MORI_GPU_SYMBOL("hipRuntimeGetVersion", hip.RuntimeGetVersion),
+    MORI_GPU_SYMBOL("hipGetErrorName", hip.GetErrorName),
+    MORI_GPU_SYMBOL("hipGetLastError", hip.GetLastError),
+    MORI_GPU_SYMBOL("hipMemCreate", hip.MemCreate),
+    MORI_GPU_SYMBOL("hipMemRelease", hip.MemRelease),
+    MORI_GPU_SYMBOL("hipMemRetainAllocationHandle", hip.MemRetainAllocationHandle),
+    MORI_GPU_SYMBOL("hipMemAddressReserve", hip.MemAddressReserve),
+    MORI_GPU_SYMBOL("hipMemAddressFree", hip.MemAddressFree),
+    MORI_GPU_SYMBOL("hipMemMap", hip.MemMap),
+    MORI_GPU_SYMBOL("hipMemUnmap", hip.MemUnmap),
+    MORI_GPU_SYMBOL("hipMemSetAccess", hip.MemSetAccess),
+    MORI_GPU_SYMBOL("hipMemGetAllocationGranularity", hip.MemGetAllocationGranularity),
+    MORI_GPU_SYMBOL("hipMemExportToShareableHandle", hip.MemExportToShareableHandle),
+    MORI_GPU_SYMBOL("hipMemImportFromShareableHandle", hip.MemImportFromShareableHandle),
+    MORI_GPU_SYMBOL("hipMalloc", hip.Malloc),
+    MORI_GPU_SYMBOL("hipFree", hip.Free),
+    MORI_GPU_SYMBOL("hipMemcpy", hip.Memcpy),
+    MORI_GPU_SYMBOL("hipMemset", hip.Memset),
+    MORI_GPU_SYMBOL("hipGetDevice", hip.GetDevice),
+    MORI_GPU_SYMBOL("hipSetDevice", hip.SetDevice),
+    MORI_GPU_SYMBOL("hipGetDeviceCount", hip.GetDeviceCount),
+    MORI_GPU_SYMBOL("hipDeviceSynchronize", hip.DeviceSynchronize),
+    MORI_GPU_SYMBOL("hipStreamSynchronize", hip.StreamSynchronize),
+    MORI_GPU_SYMBOL("hipStreamWriteValue32", hip.StreamWriteValue32),
+    MORI_GPU_SYMBOL("hipStreamWaitValue32", hip.StreamWaitValue32),
+    MORI_GPU_SYMBOL("hipGetDevicePropertiesR0600", hip.GetDeviceProperties),
+    MORI_GPU_SYMBOL("hipDeviceGetPCIBusId", hip.DeviceGetPCIBusId),
+};
+
+static int runtime_version; /* from hipRuntimeGetVersion at bring-up */
+
+/* HIP's codes are the shim's: only the detail needs the runtime's name,
+ * which also covers codes newer than the shim's table. */
+static hipError_t hip_check(const char *call, hipError_t e) {
+  if (e == hipSuccess) return hipSuccess;
+  return mori__gpu_fail(call, hip.GetErrorName(e), (int)e, e);
+}
+
+#define HIP_CALL(name, args) hip_check("hip" #name, hip.name args)
+
+static hipError_t hip_mem_create(hipMemGenericAllocationHandle_t *handle, size_t size,
+                                 const hipMemAllocationProp *prop, unsigned long long flags) {
+  return HIP_CALL(MemCreate, (handle, size, prop, flags));
+}
+
+static hipError_t hip_mem_release(hipMemGenericAllocationHandle_t handle) {
+  return HIP_CALL(MemRelease, (handle));
+}
+
+static hipError_t hip_mem_retain(hipMemGenericAllocationHandle_t *handle, void *addr) {
+  return HIP_CALL(MemRetainAllocationHandle, (handle, addr));
+}
+
+static hipError_t hip_address_reserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                      unsigned long long flags) {
+  return HIP_CALL(MemAddressReserve, (ptr, size, alignment, addr, flags));
+}
+
+static hipError_t hip_address_free(void *ptr, size_t size) {
+  return HIP_CALL(MemAddressFree, (ptr, size));
+}
+
+static hipError_t hip_mem_map(void *ptr, size_t size, size_t offset,
+                              hipMemGenericAllocationHandle_t handle, unsigned long long flags) {
+  return HIP_CALL(MemMap, (ptr, size, offset, handle, flags));
+}
+
+static hipError_t hip_mem_unmap(void *ptr, size_t size) { return HIP_CALL(MemUnmap, (ptr, size)); }
+
+static hipError_t hip_set_access(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                 size_t count) {
+  return HIP_CALL(MemSetAccess, (ptr, size, desc, count));
+}
+
+static hipError_t hip_granularity(size_t *gran, const hipMemAllocationProp *prop,
+                                  hipMemAllocationGranularity_flags option) {
+  return HIP_CALL(MemGetAllocationGranularity, (gran, prop, option));
+}
+
+static hipError_t hip_export_handle(void *shareable, hipMemGenericAllocationHandle_t handle,
+                                    hipMemAllocationHandleType type, unsigned long long flags) {
+  return HIP_CALL(MemExportToShareableHandle, (shareable, handle, type, flags));
+}
+
+/* The shim's callers pass a POSIX fd by value; ROCm before 7.1 wants a
+ * pointer to it.  From 7.1 a null osHandle is rejected, so fd 0 cannot be
+ * passed by value: refused here with a message rather than by HIP. */
+static hipError_t hip_import_handle(hipMemGenericAllocationHandle_t *handle, void *osHandle,
+                                    hipMemAllocationHandleType type) {
+  int fd = (int)(intptr_t)osHandle;
+  void *arg = osHandle;
+  if (type == hipMemHandleTypePosixFileDescriptor) {
+    if (runtime_version < HIP_FD_BY_VALUE_SINCE) {
+      arg = &fd;
+    } else if (fd == 0) {
+      mori__shim_detail("hipMemImportFromShareableHandle: fd 0 cannot be passed by value "
+                        "(ROCm >= 7.1 rejects a null osHandle)");
+      return hipErrorInvalidValue;
+    }
+  }
+  return HIP_CALL(MemImportFromShareableHandle, (handle, arg, type));
+}
+
+static hipError_t hip_malloc(void **ptr, size_t size) { return HIP_CALL(Malloc, (ptr, size)); }
+
+static hipError_t hip_free(void *ptr) { return HIP_CALL(Free, (ptr)); }
+
+static hipError_t hip_memcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  return HIP_CALL(Memcpy, (dst, src, size, kind));
+}
+
+static hipError_t hip_memset(void *dst, int value, size_t size) {
+  return HIP_CALL(Memset, (dst, value, size));
+}
+
+static hipError_t hip_get_device(int *device) { return HIP_CALL(GetDevice, (device)); }
+
+static hipError_t hip_set_device(int device) { return HIP_CALL(SetDevice, (device)); }
+
+static hipError_t hip_device_count(int *count) { return HIP_CALL(GetDeviceCount, (count)); }
+
+static hipError_t hip_device_sync(void) { return HIP_CALL(DeviceSynchronize, ()); }
+
+static hipError_t hip_stream_sync(hipStream_t stream) {
+  return HIP_CALL(StreamSynchronize, (stream));
+}
+
+static hipError_t hip_write_value32(hipStream_t stream, void *ptr, uint32_t value,
+                                    unsigned int flags) {
+  return HIP_CALL(StreamWriteValue32, (stream, ptr, value, flags));
+}
+
+static hipError_t hip_wait_value32(hipStream_t stream, void *ptr, uint32_t value,
+                                   unsigned int flags, uint32_t mask) {
+  return HIP_CALL(StreamWaitValue32, (stream, ptr, value, flags, mask));
+}
+
+static hipError_t hip_clear_last_error(void) { return hip.GetLastError(); }
+
+static hipError_t hip_runtime_version(int *version) {
+  return HIP_CALL(RuntimeGetVersion, (version));
+}
+
+/* ---- device attributes, each by the call that answers it stably ---- */
+
+static hipError_t attr_multiprocessors(int *value, int device) {
+  union {
+    struct hip_props_r0600 p;
+    unsigned char bytes[HIP_PROPS_BYTES];
+  } props;
+  hipError_t e = HIP_CALL(GetDeviceProperties, (&props, device));
+  if (e == hipSuccess) *value = props.p.multiProcessorCount;
+  return e;
+}
+
+/* field 1 is the bus, 2 the device of "domain:bus:device.function". */
+static hipError_t attr_pci_field(int *value, int device, int field) {
+  char id[64];
+  unsigned int f[4];
+  hipError_t e = HIP_CALL(DeviceGetPCIBusId, (id, (int)sizeof id, device));
+  if (e != hipSuccess) return e;
+  if (sscanf(id, "%x:%x:%x.%x", &f[0], &f[1], &f[2], &f[3]) != 4) {
+    mori__shim_detail("hipDeviceGetPCIBusId: unexpected bus id '%.32s'", id);
+    return hipErrorUnknown;
+  }
+  *value = (int)f[field];
+  return hipSuccess;
+}
+
+static hipError_t attr_pci_bus(int *value, int device) { return attr_pci_field(value, device, 1); }
+
+static hipError_t attr_pci_device(int *value, int device) {
+  return attr_pci_field(value, device, 2);
+}
+
+/* "Supported" means the runtime gives an allocation granularity for VMM
+ * on that device; hipErrorNotSupported is an answer (0), not an error, and
+ * must not leave HIP's sticky error set. */
+static hipError_t attr_vmm(int *value, int device) {
+  hipMemAllocationProp prop = {.type = hipMemAllocationTypePinned,
+                               .requestedHandleType = hipMemHandleTypePosixFileDescriptor,
+                               .location = {hipMemLocationTypeDevice, device}};
+  size_t gran = 0;
+  hipError_t e =
+      hip.MemGetAllocationGranularity(&gran, &prop, hipMemAllocationGranularityMinimum);
+  if (e == hipErrorNotSupported) {
+    (void)hip.GetLastError();
+    *value = 0;
+    return hipSuccess;
+  }
+  if (e == hipSuccess) *value = gran > 0;
+  return hip_check("hipMemGetAllocationGranularity", e);
+}
+
+/* ROCm has no stable attribute for it, and a guess would be worse than
+ * none: the caller's probe (create and export) is the answer. */
+static hipError_t attr_fabric(int *value, int device) {
+  mori__shim_detail("hipDeviceGetAttribute: the hip backend has no fabric-handle attribute; "
+                    "probe with hipMemCreate and hipMemExportToShareableHandle");
+  return hipErrorNotSupported;
+}
+
+static const struct {
+  hipDeviceAttribute_t attr;
+  hipError_t (*get)(int *value, int device);
+} attributes[] = {
+    {moriDeviceAttributeMultiprocessorCount, attr_multiprocessors},
+    {moriDeviceAttributeVirtualMemoryManagementSupported, attr_vmm},
+    {moriDeviceAttributePciBusId, attr_pci_bus},
+    {moriDeviceAttributePciDeviceId, attr_pci_device},
+    {moriDeviceAttributeFabricHandleSupported, attr_fabric},
+};
+
+static hipError_t hip_device_attribute(int *value, hipDeviceAttribute_t attr, int device) {
+  for (size_t i = 0; i < MORI_GPU_COUNT(attributes); i++)
+    if (attributes[i].attr == attr) return attributes[i].get(value, device);
+  mori__shim_detail("hipDeviceGetAttribute: unknown shim attribute %d", (int)attr);
+  return hipErrorInvalidValue;
+}
+
+/* ---- bring-up ---- */
+
+static void *hip_lib;
+
+static int hip_fail_init(void) {
+  memset(&hip, 0, sizeof hip);
+  runtime_version = 0;
+  if (hip_lib != NULL) dlclose(hip_lib);
+  hip_lib = NULL;
   return -1;
 }
 
-const struct mori__shim_backend mori__shim_hip = {.name = "hip", .init = hip_init};
+static int hip_init_step(const char *call, hipError_t e, char *why, size_t whylen) {
+  if (e == hipSuccess) return 0;
+  const char *name = hip.GetErrorName(e);
+  snprintf(why, whylen, "%s: %s (%d)", call, name ? name : "unknown hipError_t", (int)e);
+  return -1;
+}
+
+static int hip_init(char *why, size_t whylen) {
+  static const char *const sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6"};
+  const char *opened = sonames[0];
+  hip_lib = mori__gpu_open("MORI_SYMM_HIP_LIB", sonames, MORI_GPU_COUNT(sonames), &opened, why,
+                           whylen);
+  if (hip_lib == NULL) return -1;
+  if (mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen) ||
+      hip_init_step("hipInit", hip.Init(0), why, whylen) ||
+      hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why, whylen))
+    return hip_fail_init();
+  return 0;
+}
+
+const struct mori__shim_backend mori__shim_hip = {
+    .name = "hip",
+    .init = hip_init,
+    .mem_create = hip_mem_create,
+    .mem_release = hip_mem_release,
+    .mem_retain = hip_mem_retain,
+    .address_reserve = hip_address_reserve,
+    .address_free = hip_address_free,
+    .mem_map = hip_mem_map,
+    .mem_unmap = hip_mem_unmap,
+    .set_access = hip_set_access,
+    .granularity = hip_granularity,
+    .export_handle = hip_export_handle,
+    .import_handle = hip_import_handle,
+    .malloc_ = hip_malloc,
+    .free_ = hip_free,
+    .memcpy_ = hip_memcpy,
+    .memset_ = hip_memset,
+    .get_device = hip_get_device,
+    .set_device = hip_set_device,
+    .device_count = hip_device_count,
+    .device_sync = hip_device_sync,
+    .stream_sync = hip_stream_sync,
+    .write_value32 = hip_write_value32,
+    .wait_value32 = hip_wait_value32,
+    .device_attribute = hip_device_attribute,
+    .clear_last_error = hip_clear_last_error,
+    .runtime_version = hip_runtime_version,
+};

@@ -55,7 +55,7 @@ const char *mori_hipGetErrorName(hipError_t err) {
 /* ---- thread-local state ---- */
 
 static __thread hipError_t last_error = hipSuccess;
-static __thread char detail[512];
+static __thread char detail[1536];
 static __thread int detail_set;
 
 void mori__shim_detail(const char *fmt, ...) {
@@ -75,7 +75,7 @@ static const struct mori__shim_backend *const backends[] = {
 
 static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct mori__shim_backend *active;
-static char select_failure[512];
+static char select_failure[1536];
 
 static const struct mori__shim_backend *find_backend(const char *name) {
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
@@ -89,11 +89,11 @@ static void ledger_report_at_exit(void);
  * running a torch process on the emulator by accident would be a silent
  * fallback. */
 static int bring_up(const char *name) {
-  char why[256] = "";
+  char why[1024] = "";
   const char *auto_order[] = {"hip", "cuda"};
   if (name == NULL || *name == '\0') name = "auto";
   if (strcmp(name, "auto") == 0) {
-    char all[512] = "";
+    char all[1200] = "";
     for (size_t i = 0; i < 2; i++) {
       const struct mori__shim_backend *b = find_backend(auto_order[i]);
       why[0] = '\0';

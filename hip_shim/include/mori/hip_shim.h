@@ -235,7 +235,8 @@ long mori_shim_ledger_total(void);
  * MORI_SHIM_LEDGER_REPORT=1 prints it to stderr at exit. */
 long mori_shim_ledger_report(FILE *out);
 
-/* The HIP version the active backend reports, e.g. 70100000. */
+/* The runtime version the active backend reports: HIP's (e.g. 70100000) on
+ * hip and sim, the CUDA driver's (e.g. 13000) on cuda. */
 int mori_shim_runtime_version(void);
 
 #ifdef __cplusplus

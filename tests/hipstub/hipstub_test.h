@@ -1,0 +1,132 @@
+/*
+ * hipstub_test.h - what the hipstub tests share: cmocka, allocation
+ * properties, fd passing over SCM_RIGHTS through the shim's socket calls,
+ * checks usable in a forked child (where cmocka's asserts are not), and the
+ * cross-process window scenario of hipstub_test.c.
+ */
+#ifndef MORI_HIPSTUB_TEST_H
+#define MORI_HIPSTUB_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "mori/hip_shim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static inline hipMemAllocationProp hipstub_prop(hipMemAllocationHandleType type, int device) {
+  hipMemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = hipMemAllocationTypePinned;
+  p.requestedHandleType = type;
+  p.location.type = hipMemLocationTypeDevice;
+  p.location.id = device;
+  return p;
+}
+
+static inline hipMemAccessDesc hipstub_rw(int device) {
+  hipMemAccessDesc d;
+  memset(&d, 0, sizeof d);
+  d.location.type = hipMemLocationTypeDevice;
+  d.location.id = device;
+  d.flags = hipMemAccessFlagsProtReadWrite;
+  return d;
+}
+
+/* The recommended granularity for type on device 0 (asserted nonzero). */
+size_t hipstub_granularity(hipMemAllocationHandleType type);
+void hipstub_fill_pattern(unsigned char *buf, size_t n, unsigned seed);
+/* The whole POSIX-fd lifecycle across two processes (hipstub_test.c). */
+void hipstub_share_posix_window(void);
+
+/* A child process reports a failed check by its exit status (the line) and
+ * a line on stderr; the parent asserts the status is 0. */
+#define CHILD_CHECK(cond)                                                                  \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      fprintf(stderr, "child: %s:%d: %s failed (shim: %s)\n", __FILE__, __LINE__, #cond,   \
+              mori_shim_message());                                                       \
+      _exit(__LINE__ % 250 + 1);                                                           \
+    }                                                                                      \
+  } while (0)
+
+static inline int hipstub_send_fd(int sock, int fd) {
+  char byte = 'f';
+  struct iovec iov = {&byte, 1};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } control;
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  memset(&control, 0, sizeof control);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  return mori_sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+}
+
+/* The received fd, or -1. */
+static inline int hipstub_recv_fd(int sock) {
+  char byte;
+  struct iovec iov = {&byte, 1};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } control;
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  if (mori_recvmsg(sock, &msg, 0) != 1) return -1;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  if (c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+/* Waits for pid and asserts that it exited with status 0. */
+static inline void hipstub_assert_child_ok(pid_t pid) {
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static inline int hipstub_contains(const char *haystack, const char *needle) {
+  return haystack != NULL && strstr(haystack, needle) != NULL;
+}
+
+#define assert_contains(haystack, needle)                                                  \
+  do {                                                                                     \
+    const char *h_ = (haystack);                                                           \
+    if (!hipstub_contains(h_, (needle)))                                                   \
+      fail_msg("expected \"%s\" in \"%s\"", (needle), h_ ? h_ : "(null)");                 \
+  } while (0)
+
+#define assert_not_contains(haystack, needle)                                              \
+  do {                                                                                     \
+    const char *h_ = (haystack);                                                           \
+    if (hipstub_contains(h_, (needle)))                                                    \
+      fail_msg("did not expect \"%s\" in \"%s\"", (needle), h_);                           \
+  } while (0)
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * standin_hip.c - libamdhip64_standin.so: a test stand-in for ROCm's
+ * libamdhip64 that answers HIP's C calls with the sim backend, so the shim's
+ * hip backend runs whole without a GPU.  Like HIP it keeps a per-thread last
+ * error, and it holds the backend to the fd import ABI of the ROCm version
+ * it claims (MORI_STANDIN_HIP_VERSION, default 70100000).
+ */
+#include "standin_hip.h"
+
+#include "shim_internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FD_BY_VALUE_SINCE 70100000
+
+/* hipDeviceProp_tR0600 (ROCm 6.0 headers): byte offsets of what is filled. */
+#define R0600_NAME 0
+#define R0600_NAME_SIZE 256
+#define R0600_MULTIPROCESSOR_COUNT 388
+
+/* The sim reports its details here; MORI_STANDIN_TRACE=1 shows them, as a
+ * runtime's debug log would.  A real libamdhip64 gives the shim only codes. */
+static __thread char detail[512];
+
+void mori__shim_detail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  const char *trace = getenv("MORI_STANDIN_TRACE");
+  if (trace != NULL && strcmp(trace, "1") == 0) fprintf(stderr, "standin: %s\n", detail);
+}
+
+/* ---- bring-up and the last error, as HIP keeps them ---- */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_failed;
+
+static void init_sim(void) {
+  char why[256] = "";
+  if (mori__shim_sim.init(why, sizeof why) != 0) {
+    init_failed = 1;
+    fprintf(stderr, "standin: sim init failed: %s\n", why);
+  }
+}
+
+static hipError_t ready(void) {
+  pthread_once(&init_once, init_sim);
+  return init_failed ? hipErrorNotInitialized : hipSuccess;
+}
+
+static __thread hipError_t last_error = hipSuccess;
+
+/* HIP writes every call's result into the thread's last error. */
+static hipError_t done(hipError_t e) {
+  last_error = e;
+  return e;
+}
+
+#define SIM(entry, args)                                                                   \
+  do {                                                                                     \
+    hipError_t e_ = ready();                                                               \
+    return done(e_ != hipSuccess ? e_ : mori__shim_sim.entry args);                        \
+  } while (0)
+
+static int claimed_version(void) {
+  const char *v = getenv("MORI_STANDIN_HIP_VERSION");
+  return v != NULL && *v != '\0' ? atoi(v) : STANDIN_DEFAULT_VERSION;
+}
+
+hipError_t hipInit(unsigned int flags) { return done(ready()); }
+
+hipError_t hipRuntimeGetVersion(int *version) {
+  if (version == NULL) return done(hipErrorInvalidValue);
+  *version = claimed_version();
+  return done(hipSuccess);
+}
+
+static const struct {
+  hipError_t code;
+  const char *name;
+} names[] = {
+    {hipSuccess, "hipSuccess"},
+    {hipErrorInvalidValue, "hipErrorInvalidValue"},
+    {hipErrorOutOfMemory, "hipErrorOutOfMemory"},
+    {hipErrorNotInitialized, "hipErrorNotInitialized"},
+    {hipErrorInvalidDevice, "hipErrorInvalidDevice"},
+    {hipErrorMapFailed, "hipErrorMapFailed"},
+    {hipErrorUnmapFailed, "hipErrorUnmapFailed"},
+    {hipErrorNotMapped, "hipErrorNotMapped"},
+    {hipErrorInvalidHandle, "hipErrorInvalidHandle"},
+    {hipErrorNotFound, "hipErrorNotFound"},
+    {hipErrorLaunchTimeOut, "hipErrorLaunchTimeOut"},
+    {hipErrorNotSupported, "hipErrorNotSupported"},
+};
+
+/* As HIP: never NULL; codes it has no name for read as unknown. */
+const char *hipGetErrorName(hipError_t error) {
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].code == error) return names[i].name;
+  return "hipErrorUnknown";
+}
+
+hipError_t hipGetLastError(void) {
+  hipError_t e = last_error;
+  last_error = hipSuccess;
+  return e;
+}
+
+/* ---- VMM ---- */
+
+hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                        const hipMemAllocationProp *prop, unsigned long long flags) {
+  SIM(mem_create, (handle, size, prop, flags));
+}
+
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle) { SIM(mem_release, (handle)); }
+
+hipError_t hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle, void *addr) {
+  SIM(mem_retain, (handle, addr));
+}
+
+hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                unsigned long long flags) {
+  SIM(address_reserve, (ptr, size, alignment, addr, flags));
+}
+
+hipError_t hipMemAddressFree(void *ptr, size_t size) { SIM(address_free, (ptr, size)); }
+
+hipError_t hipMemMap(void *ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,
+                     unsigned long long flags) {
+  SIM(mem_map, (ptr, size, offset, handle, flags));
+}
+
+hipError_t hipMemUnmap(void *ptr, size_t size) { SIM(mem_unmap, (ptr, size)); }
+
+hipError_t hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc, size_t count) {
+  SIM(set_access, (ptr, size, desc, count));
+}
+
+hipError_t hipMemGetAllocationGranularity(size_t *granularity, const hipMemAllocationProp *prop,
+                                          hipMemAllocationGranularity_flags option) {
+  SIM(granularity, (granularity, prop, option));
+}
+
+hipError_t hipMemExportToShareableHandle(void *shareableHandle,
+                                         hipMemGenericAllocationHandle_t handle,
+                                         hipMemAllocationHandleType handleType,
+                                         unsigned long long flags) {
+  SIM(export_handle, (shareableHandle, handle, handleType, flags));
+}
+
+static int is_open_fd(intptr_t v) { return v >= 0 && v <= INT_MAX && fcntl((int)v, F_GETFD) != -1; }
+
+/* A caller on the wrong side of the ROCm 7.1 change must fail loudly, not
+ * import some other file: the test of the backend's run-time decision. */
+static hipError_t abi_mismatch(int version, const char *takes, const void *osHandle) {
+  fprintf(stderr, "standin: import ABI mismatch: ROCm %d takes %s; osHandle %p is not one\n",
+          version, takes, osHandle);
+  return hipErrorInvalidValue;
+}
+
+/* Unwraps osHandle per the claimed version into the sim's fd by value. */
+static hipError_t fd_from_os_handle(void **osHandle) {
+  int version = claimed_version();
+  if (*osHandle == NULL) return hipErrorInvalidValue; /* HIP rejects a null osHandle */
+  if (version >= FD_BY_VALUE_SINCE)
+    return is_open_fd((intptr_t)*osHandle) ? hipSuccess
+                                           : abi_mismatch(version, "the fd by value", *osHandle);
+  /* A pointer is never in the first pages; small values are fds passed by
+   * value by mistake, and must not be dereferenced. */
+  if ((uintptr_t)*osHandle < 65536 || !is_open_fd(*(const int *)*osHandle))
+    return abi_mismatch(version, "a pointer to the fd", *osHandle);
+  *osHandle = (void *)(intptr_t) * (const int *)*osHandle;
+  return hipSuccess;
+}
+
+/* The sim takes the fd by value, where fd 0 would read as NULL; a pointer
+ * era runtime accepts fd 0, so it is handed on as a higher duplicate (the
+ * sim keeps its own duplicate of whatever it imports). */
+static hipError_t import_fd(hipMemGenericAllocationHandle_t *handle, int fd) {
+  int tmp = fd == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 1) : fd;
+  if (tmp < 0) return hipErrorOutOfMemory;
+  hipError_t e = mori__shim_sim.import_handle(handle, (void *)(intptr_t)tmp,
+                                              hipMemHandleTypePosixFileDescriptor);
+  if (tmp != fd) close(tmp);
+  return e;
+}
+
+hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
+                                           void *osHandle,
+                                           hipMemAllocationHandleType shHandleType) {
+  hipError_t e = ready();
+  if (e != hipSuccess || shHandleType != hipMemHandleTypePosixFileDescriptor)
+    return done(e != hipSuccess ? e
+                                : mori__shim_sim.import_handle(handle, osHandle, shHandleType));
+  e = fd_from_os_handle(&osHandle);
+  return done(e != hipSuccess ? e : import_fd(handle, (int)(intptr_t)osHandle));
+}
+
+/* ---- memory, devices, streams ---- */
+
+hipError_t hipMalloc(void **ptr, size_t size) { SIM(malloc_, (ptr, size)); }
+hipError_t hipFree(void *ptr) { SIM(free_, (ptr)); }
+
+hipError_t hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  SIM(memcpy_, (dst, src, size, kind));
+}
+
+hipError_t hipMemset(void *dst, int value, size_t size) { SIM(memset_, (dst, value, size)); }
+hipError_t hipGetDevice(int *device) { SIM(get_device, (device)); }
+hipError_t hipSetDevice(int device) { SIM(set_device, (device)); }
+hipError_t hipGetDeviceCount(int *count) { SIM(device_count, (count)); }
+hipError_t hipDeviceSynchronize(void) { SIM(device_sync, ()); }
+hipError_t hipStreamSynchronize(hipStream_t stream) { SIM(stream_sync, (stream)); }
+
+hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                 unsigned int flags) {
+  SIM(write_value32, (stream, ptr, value, flags));
+}
+
+hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags,
+                                uint32_t mask) {
+  SIM(wait_value32, (stream, ptr, value, flags, mask));
+}
+
+/* Fills the name and the multiprocessor count, the fields the backend
+ * reads, at their R0600 offsets; the rest of the caller's struct is left. */
+hipError_t hipGetDevicePropertiesR0600(void *props, int device) {
+  int count = 0;
+  hipError_t e = ready();
+  if (e == hipSuccess && props == NULL) e = hipErrorInvalidValue;
+  if (e == hipSuccess)
+    e = mori__shim_sim.device_attribute(&count, moriDeviceAttributeMultiprocessorCount, device);
+  if (e != hipSuccess) return done(e);
+  unsigned char *p = props;
+  memset(p, 0, R0600_MULTIPROCESSOR_COUNT + sizeof count);
+  snprintf((char *)p + R0600_NAME, R0600_NAME_SIZE, "mori-symm standin %d", device);
+  memcpy(p + R0600_MULTIPROCESSOR_COUNT, &count, sizeof count);
+  return done(hipSuccess);
+}
+
+hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int device) {
+  int bus = 0, dev = 0;
+  hipError_t e = ready();
+  if (e == hipSuccess && (pciBusId == NULL || len <= 0)) e = hipErrorInvalidValue;
+  if (e == hipSuccess) e = mori__shim_sim.device_attribute(&bus, moriDeviceAttributePciBusId, device);
+  if (e == hipSuccess)
+    e = mori__shim_sim.device_attribute(&dev, moriDeviceAttributePciDeviceId, device);
+  if (e == hipSuccess && snprintf(pciBusId, (size_t)len, "0000:%02x:%02x.0", bus, dev) >= len)
+    e = hipErrorInvalidValue;
+  return done(e);
+}
