@@ -359,7 +359,7 @@ hipError_t mori_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t 
 hipError_t mori_hipMalloc(void **ptr, size_t size) {
   ENTER("hipMalloc", malloc_);
   hipError_t e = B->malloc_(ptr, size);
-  if (e == hipSuccess) ledger_add(L_DEVICE_ALLOC, (uintptr_t)*ptr, size);
+  if (e == hipSuccess && *ptr != NULL) ledger_add(L_DEVICE_ALLOC, (uintptr_t)*ptr, size);
   return leave("hipMalloc", e);
 }
 

@@ -1,7 +1,463 @@
-/* sim.c - placeholder until the emulator lands. */
-#include "shim_internal.h"
-static int sim_init(char *why, size_t whylen) {
-  snprintf(why, whylen, "sim backend not yet built");
+/*
+ * sim.c - the sim backend's table: profiles and quirks read from the
+ * environment at init, the contract rules' wording, and the calls that are
+ * not VMM (devices, hipMalloc, copies, stream memory operations).  The VMM
+ * emulator itself is sim_vmm.c.
+ */
+#include "sim_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- profiles: the seed's capability table, one row per MORI_SIM_ARCH ---- */
+
+static const struct mori__sim_profile profiles[] = {
+    /* arch              version   fab.create fab.export hint  CUs */
+    {"gfx942", 60400000, 0, 0, 0, 80},   /* MI308X on ROCm 6.4 */
+    {"gfx950", 70000000, 0, 0, 0, 256},  /* MI355X on ROCm 7.0 */
+    {"gfx1250", 71400000, 1, 1, 1, 256}, /* ROCm 7.14: fabric create and export */
+    {"gfx1250-rocm7.1", 70100000, 1, 0, 1, 256}, /* create works, export does not */
+};
+#define DEFAULT_PROFILE (&profiles[1])
+
+/* ---- quirks: known ROCm defects, reproduced on request (docs/quirks.md) ---- */
+
+static const struct {
+  const char *name;
+  enum mori__sim_quirk bit;
+} quirks[] = {
+    {"retain-no-ref", MORI__SIM_Q_RETAIN_NO_REF},
+    {"export-fd-lifetime", MORI__SIM_Q_EXPORT_FD_LIFETIME},
+    {"unmap-multi", MORI__SIM_Q_UNMAP_MULTI},
+    {"memset-fabric", MORI__SIM_Q_MEMSET_FABRIC},
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+struct mori__sim_config mori__sim_config = {DEFAULT_PROFILE, 0, 8, 30000};
+pthread_mutex_t mori__sim_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- contract rules ---- */
+
+static const char *const rules[RULE_COUNT] = {
+    [RULE_NULL_ARGUMENT] = "a required argument is NULL or empty",
+    [RULE_SIZE_GRANULARITY] = "size must be a nonzero multiple of the granularity (2 MiB)",
+    [RULE_FLAGS_ZERO] = "flags must be 0",
+    [RULE_MAP_OFFSET_ZERO] = "offset must be 0",
+    [RULE_ALIGNMENT_POW2] = "alignment must be 0 or a power of two",
+    [RULE_ADDRESS_ALIGNED] = "address must be aligned to the granularity",
+    [RULE_MAP_INSIDE_RESERVATION] = "range must lie inside one reservation",
+    [RULE_MAP_OVERLAP] = "range must not overlap an existing mapping",
+    [RULE_MAP_LARGER_THAN_ALLOCATION] = "size must not exceed the allocation",
+    [RULE_UNMAP_WHOLE_MAPPINGS] = "unmap must cover whole mappings",
+    [RULE_FREE_LIVE_MAPPINGS] = "reservation still has live mappings",
+    [RULE_FREE_SIZE] = "size must equal the reservation's size",
+    [RULE_FREE_UNKNOWN] = "address is not the start of a reservation",
+    [RULE_UNKNOWN_HANDLE] = "unknown allocation handle",
+    [RULE_DOUBLE_RELEASE] = "double release",
+    [RULE_USE_AFTER_RELEASE] = "use of a released handle",
+    [RULE_EXPORT_TYPE] = "handle type must equal prop.requestedHandleType",
+    [RULE_HANDLE_TYPE] = "handle type must be POSIX fd or fabric",
+    [RULE_IMPORT_GARBAGE] = "shareable handle does not name a live sim allocation",
+    [RULE_NOT_MAPPED] = "address is not mapped",
+    [RULE_NO_ACCESS] = "mapped memory lacks the access this needs (hipMemSetAccess)",
+    [RULE_ACCESS_FLAGS] = "access flags must be ProtNone, ProtRead or ProtReadWrite",
+    [RULE_LOCATION] = "location must be a device in range",
+    [RULE_ALLOCATION_TYPE] = "allocation type must be pinned or uncached",
+    [RULE_HIPFREE_UNKNOWN] = "pointer was not returned by hipMalloc or was already freed",
+    [RULE_MEMCPY_KIND] = "copy kind must be a hipMemcpyKind",
+    [RULE_VALUE_ALIGNED] = "address must be 4-byte aligned",
+    [RULE_WAIT_FLAGS] = "flags must be Gte, Eq, And or Nor",
+    [RULE_GRANULARITY_OPTION] = "option must be Minimum or Recommended",
+    [RULE_ATTRIBUTE] = "unknown device attribute",
+};
+
+hipError_t mori__sim_contract(const char *call, enum mori__sim_rule rule, const char *fmt, ...) {
+  char specifics[256] = "";
+  if (fmt != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(specifics, sizeof specifics, fmt, ap);
+    va_end(ap);
+  }
+  mori__shim_detail("%s: contract: %s%s%s%s", call, rules[rule], *specifics ? " (" : "",
+                    specifics, *specifics ? ")" : "");
+  return hipErrorInvalidValue;
+}
+
+/* ---- init: everything the environment decides ---- */
+
+static int parse_arch(const char *v, struct mori__sim_config *c, char *why, size_t whylen) {
+  if (v == NULL || *v == '\0') {
+    c->profile = DEFAULT_PROFILE;
+    return 0;
+  }
+  for (size_t i = 0; i < COUNT(profiles); i++)
+    if (strcmp(v, profiles[i].arch) == 0) {
+      c->profile = &profiles[i];
+      return 0;
+    }
+  int n = snprintf(why, whylen, "MORI_SIM_ARCH=%s is not a sim profile (valid:", v);
+  for (size_t i = 0; i < COUNT(profiles) && n >= 0 && (size_t)n < whylen; i++)
+    n += snprintf(why + n, whylen - (size_t)n, "%s %s", i ? "," : "", profiles[i].arch);
+  if (n >= 0 && (size_t)n < whylen) snprintf(why + n, whylen - (size_t)n, ")");
   return -1;
 }
-const struct mori__shim_backend mori__shim_sim = {.name = "sim", .init = sim_init};
+
+static int quirk_bit(const char *name, unsigned *bits) {
+  if (strcmp(name, "all") == 0) {
+    for (size_t i = 0; i < COUNT(quirks); i++) *bits |= quirks[i].bit;
+    return 0;
+  }
+  if (*name == '\0' || strcmp(name, "none") == 0) return 0;
+  for (size_t i = 0; i < COUNT(quirks); i++)
+    if (strcmp(name, quirks[i].name) == 0) {
+      *bits |= quirks[i].bit;
+      return 0;
+    }
+  return -1;
+}
+
+static int parse_quirks(const char *v, struct mori__sim_config *c, char *why, size_t whylen) {
+  char list[256];
+  c->quirks = 0;
+  if (v == NULL) return 0;
+  snprintf(list, sizeof list, "%s", v);
+  char *save = NULL;
+  for (char *q = strtok_r(list, ", ", &save); q != NULL; q = strtok_r(NULL, ", ", &save)) {
+    if (quirk_bit(q, &c->quirks) == 0) continue;
+    int n = snprintf(why, whylen, "MORI_SIM_QUIRKS: unknown quirk '%s' (valid:", q);
+    for (size_t i = 0; i < COUNT(quirks) && n >= 0 && (size_t)n < whylen; i++)
+      n += snprintf(why + n, whylen - (size_t)n, " %s,", quirks[i].name);
+    if (n >= 0 && (size_t)n < whylen) snprintf(why + n, whylen - (size_t)n, " all)");
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_long(const char *name, long lo, long hi, long dflt, long *out, char *why,
+                      size_t whylen) {
+  const char *v = getenv(name);
+  char *end;
+  if (v == NULL || *v == '\0') {
+    *out = dflt;
+    return 0;
+  }
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n < lo || n > hi) {
+    snprintf(why, whylen, "%s=%s: expected an integer from %ld to %ld", name, v, lo, hi);
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&mori__sim_lock); }
+static void atfork_release(void) { pthread_mutex_unlock(&mori__sim_lock); }
+static void install_atfork(void) {
+  /* The tables must be consistent in a forked child (the multi-process
+   * tests fork), so fork waits for the call in progress. */
+  pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
+
+static int sim_init(char *why, size_t whylen) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  struct mori__sim_config c;
+  long devices;
+  if (parse_arch(getenv("MORI_SIM_ARCH"), &c, why, whylen) != 0 ||
+      parse_quirks(getenv("MORI_SIM_QUIRKS"), &c, why, whylen) != 0 ||
+      parse_long("MORI_SIM_DEVICES", 1, 1024, 8, &devices, why, whylen) != 0 ||
+      parse_long("MORI_SIM_WAIT_TIMEOUT_MS", 0, 86400000L, 30000, &c.wait_timeout_ms, why,
+                 whylen) != 0)
+    return -1;
+  c.devices = (int)devices;
+  pthread_once(&once, install_atfork);
+  pthread_mutex_lock(&mori__sim_lock);
+  mori__sim_config = c;
+  pthread_mutex_unlock(&mori__sim_lock);
+  return 0;
+}
+
+/* ---- devices ---- */
+
+static __thread int current_device;
+
+static hipError_t check_device(const char *call, int device) {
+  if (device >= 0 && device < mori__sim_config.devices) return hipSuccess;
+  mori__shim_detail("%s: hipErrorInvalidDevice: device %d of %d (MORI_SIM_DEVICES)", call,
+                    device, mori__sim_config.devices);
+  return hipErrorInvalidDevice;
+}
+
+static hipError_t sim_get_device(int *device) {
+  if (device == NULL) return mori__sim_contract("hipGetDevice", RULE_NULL_ARGUMENT, "device");
+  *device = current_device;
+  return hipSuccess;
+}
+
+static hipError_t sim_set_device(int device) {
+  hipError_t e = check_device("hipSetDevice", device);
+  if (e == hipSuccess) current_device = device;
+  return e;
+}
+
+static hipError_t sim_device_count(int *count) {
+  if (count == NULL) return mori__sim_contract("hipGetDeviceCount", RULE_NULL_ARGUMENT, "count");
+  *count = mori__sim_config.devices;
+  return hipSuccess;
+}
+
+/* The sim runs every operation when it is called, so there is never
+ * anything to wait for. */
+static hipError_t sim_device_sync(void) { return hipSuccess; }
+static hipError_t sim_stream_sync(hipStream_t stream) { return hipSuccess; }
+
+static int attr_multiprocessors(int device) { return mori__sim_config.profile->cu_count; }
+static int attr_vmm(int device) { return 1; }
+static int attr_pci_bus(int device) { return device; }
+static int attr_pci_device(int device) { return 0; }
+static int attr_fabric_hint(int device) { return mori__sim_config.profile->fabric_hint; }
+
+static int (*const attributes[])(int) = {
+    [moriDeviceAttributeMultiprocessorCount] = attr_multiprocessors,
+    [moriDeviceAttributeVirtualMemoryManagementSupported] = attr_vmm,
+    [moriDeviceAttributePciBusId] = attr_pci_bus,
+    [moriDeviceAttributePciDeviceId] = attr_pci_device,
+    [moriDeviceAttributeFabricHandleSupported] = attr_fabric_hint,
+};
+
+static hipError_t sim_device_attribute(int *value, hipDeviceAttribute_t attr, int device) {
+  static const char call[] = "hipDeviceGetAttribute";
+  if (value == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "value");
+  if ((unsigned)attr >= COUNT(attributes) || attributes[attr] == NULL)
+    return mori__sim_contract(call, RULE_ATTRIBUTE, "%d", (int)attr);
+  hipError_t e = check_device(call, device);
+  if (e == hipSuccess) *value = attributes[attr](device);
+  return e;
+}
+
+static hipError_t sim_runtime_version(int *version) {
+  if (version == NULL)
+    return mori__sim_contract("hipRuntimeGetVersion", RULE_NULL_ARGUMENT, "version");
+  *version = mori__sim_config.profile->runtime_version;
+  return hipSuccess;
+}
+
+/* ---- hipMalloc: host pages, so that a use after hipFree faults ---- */
+
+static struct device_block {
+  void *ptr;
+  size_t size;
+} *blocks;
+static size_t nblocks, cap_blocks;
+
+static size_t page_round(size_t n) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (n + page - 1) / page * page;
+}
+
+static hipError_t malloc_locked(void **ptr, size_t size) {
+  if (ptr == NULL) return mori__sim_contract("hipMalloc", RULE_NULL_ARGUMENT, "ptr");
+  *ptr = NULL;
+  if (size == 0) return hipSuccess; /* as HIP: no memory, a NULL pointer, success */
+  struct device_block *table = mori__sim_grow(blocks, &cap_blocks, nblocks, sizeof blocks[0]);
+  if (table == NULL) {
+    mori__shim_detail("hipMalloc: block table: %s", strerror(errno));
+    return hipErrorOutOfMemory;
+  }
+  blocks = table;
+  void *p = size > SIZE_MAX / 2 ? MAP_FAILED
+                                : mmap(NULL, page_round(size), PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    mori__shim_detail("hipMalloc: mmap of %zu bytes: %s", size, strerror(errno));
+    return hipErrorOutOfMemory;
+  }
+  blocks[nblocks++] = (struct device_block){p, size};
+  *ptr = p;
+  return hipSuccess;
+}
+
+static hipError_t free_locked(void *ptr) {
+  if (ptr == NULL) return hipSuccess;
+  for (size_t i = 0; i < nblocks; i++) {
+    if (blocks[i].ptr != ptr) continue;
+    munmap(ptr, page_round(blocks[i].size));
+    blocks[i] = blocks[--nblocks];
+    return hipSuccess;
+  }
+  return mori__sim_contract("hipFree", RULE_HIPFREE_UNKNOWN, "%p%s", ptr,
+                            mori__sim_in_reservation(ptr, 1) ? " is VMM address space" : "");
+}
+
+/* ---- copies ---- */
+
+static hipError_t memcpy_locked(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  static const char call[] = "hipMemcpy";
+  if ((unsigned)kind > hipMemcpyDefault)
+    return mori__sim_contract(call, RULE_MEMCPY_KIND, "got %d", (int)kind);
+  if (size == 0) return hipSuccess;
+  if (dst == NULL || src == NULL)
+    return mori__sim_contract(call, RULE_NULL_ARGUMENT, "dst %p, src %p", dst, src);
+  hipError_t e = mori__sim_check_access(call, dst, size, 1);
+  if (e == hipSuccess) e = mori__sim_check_access(call, src, size, 0);
+  return e;
+}
+
+static hipError_t memset_locked(void *dst, size_t size) {
+  static const char call[] = "hipMemset";
+  if (size == 0) return hipSuccess;
+  if (dst == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "dst");
+  if (mori__sim_quirk(MORI__SIM_Q_MEMSET_FABRIC) && mori__sim_touches_fabric(dst, size)) {
+    mori__shim_detail("%s: quirk memset-fabric: hipErrorOutOfMemory on memory of a fabric "
+                      "allocation; zero it with hipMemcpy",
+                      call);
+    return hipErrorOutOfMemory;
+  }
+  return mori__sim_check_access(call, dst, size, 1);
+}
+
+/* The checks hold the lock; the copy itself does not, as a DMA engine
+ * would not stop other calls. */
+static hipError_t sim_memcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = memcpy_locked(dst, src, size, kind);
+  pthread_mutex_unlock(&mori__sim_lock);
+  if (e == hipSuccess && size) memmove(dst, src, size);
+  return e;
+}
+
+static hipError_t sim_memset(void *dst, int value, size_t size) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = memset_locked(dst, size);
+  pthread_mutex_unlock(&mori__sim_lock);
+  if (e == hipSuccess && size) memset(dst, value, size);
+  return e;
+}
+
+static hipError_t sim_malloc(void **ptr, size_t size) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = malloc_locked(ptr, size);
+  pthread_mutex_unlock(&mori__sim_lock);
+  return e;
+}
+
+static hipError_t sim_free(void *ptr) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = free_locked(ptr);
+  pthread_mutex_unlock(&mori__sim_lock);
+  return e;
+}
+
+/* ---- stream memory operations: atomics, and a bounded spin for waits ---- */
+
+static hipError_t check_memop(const char *call, void *ptr, int need_write) {
+  if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
+  if ((uintptr_t)ptr % 4 != 0) return mori__sim_contract(call, RULE_VALUE_ALIGNED, "%p", ptr);
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = mori__sim_check_access(call, ptr, 4, need_write);
+  pthread_mutex_unlock(&mori__sim_lock);
+  return e;
+}
+
+static hipError_t sim_write_value32(hipStream_t stream, void *ptr, uint32_t value,
+                                    unsigned int flags) {
+  static const char call[] = "hipStreamWriteValue32";
+  if (flags != 0) return mori__sim_contract(call, RULE_FLAGS_ZERO, "got %u", flags);
+  hipError_t e = check_memop(call, ptr, 1);
+  if (e == hipSuccess) __atomic_store_n((uint32_t *)ptr, value, __ATOMIC_RELEASE);
+  return e;
+}
+
+/* HIP's conditions: the mask applies to the memory word (and, for Nor, to
+ * the value too). */
+static int wait_gte(uint32_t m, uint32_t v, uint32_t mask) { return (m & mask) >= v; }
+static int wait_eq(uint32_t m, uint32_t v, uint32_t mask) { return (m & mask) == v; }
+static int wait_and(uint32_t m, uint32_t v, uint32_t mask) { return ((m & mask) & v) != 0; }
+static int wait_nor(uint32_t m, uint32_t v, uint32_t mask) {
+  return ~((m & mask) | (v & mask)) != 0;
+}
+
+static const struct {
+  const char *op;
+  int (*met)(uint32_t mem, uint32_t value, uint32_t mask);
+} wait_ops[] = {
+    [hipStreamWaitValueGte] = {">=", wait_gte},
+    [hipStreamWaitValueEq] = {"==", wait_eq},
+    [hipStreamWaitValueAnd] = {"&", wait_and},
+    [hipStreamWaitValueNor] = {"nor", wait_nor},
+};
+
+static long elapsed_ms(const struct timespec *since) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - since->tv_sec) * 1000L + (now.tv_nsec - since->tv_nsec) / 1000000L;
+}
+
+/* Spins briefly (a peer usually answers within microseconds), then sleeps
+ * with doubling pauses up to 1 ms so that 16 waiting ranks on 2 cores still
+ * leave the writers room to run. */
+static int spin_until(const uint32_t *p, uint32_t value, unsigned flags, uint32_t mask,
+                      uint32_t *last) {
+  struct timespec start, pause = {0, 1000};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (unsigned spin = 0;; spin++) {
+    *last = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    if (wait_ops[flags].met(*last, value, mask)) return 0;
+    if (spin < 64) continue;
+    if (elapsed_ms(&start) >= mori__sim_config.wait_timeout_ms) return -1;
+    nanosleep(&pause, NULL);
+    if (pause.tv_nsec < 1000000) pause.tv_nsec *= 2;
+  }
+}
+
+static hipError_t sim_wait_value32(hipStream_t stream, void *ptr, uint32_t value,
+                                   unsigned int flags, uint32_t mask) {
+  static const char call[] = "hipStreamWaitValue32";
+  if (flags >= COUNT(wait_ops)) return mori__sim_contract(call, RULE_WAIT_FLAGS, "got %u", flags);
+  hipError_t e = check_memop(call, ptr, 0);
+  uint32_t last;
+  if (e != hipSuccess || spin_until(ptr, value, flags, mask, &last) == 0) return e;
+  mori__shim_detail("%s: hipErrorLaunchTimeOut: (*%p & 0x%x) %s 0x%x still false after %ld ms "
+                    "(last value 0x%x; MORI_SIM_WAIT_TIMEOUT_MS)",
+                    call, ptr, mask, wait_ops[flags].op, value, mori__sim_config.wait_timeout_ms,
+                    last);
+  return hipErrorLaunchTimeOut;
+}
+
+const struct mori__shim_backend mori__shim_sim = {
+    .name = "sim",
+    .init = sim_init,
+    .mem_create = mori__sim_mem_create,
+    .mem_release = mori__sim_mem_release,
+    .mem_retain = mori__sim_mem_retain,
+    .address_reserve = mori__sim_address_reserve,
+    .address_free = mori__sim_address_free,
+    .mem_map = mori__sim_mem_map,
+    .mem_unmap = mori__sim_mem_unmap,
+    .set_access = mori__sim_set_access,
+    .granularity = mori__sim_granularity,
+    .export_handle = mori__sim_export,
+    .import_handle = mori__sim_import,
+    .malloc_ = sim_malloc,
+    .free_ = sim_free,
+    .memcpy_ = sim_memcpy,
+    .memset_ = sim_memset,
+    .get_device = sim_get_device,
+    .set_device = sim_set_device,
+    .device_count = sim_device_count,
+    .device_sync = sim_device_sync,
+    .stream_sync = sim_stream_sync,
+    .write_value32 = sim_write_value32,
+    .wait_value32 = sim_wait_value32,
+    .device_attribute = sim_device_attribute,
+    .clear_last_error = NULL, /* the sim keeps no sticky error of its own */
+    .runtime_version = sim_runtime_version,
+};

@@ -1,0 +1,137 @@
+/*
+ * sim_internal.h - what the files of the sim backend share: the active
+ * profile and quirks, the contract rules, the one lock over the sim tables,
+ * and the VMM emulator's entry points (sim_vmm.c) used by the table (sim.c).
+ */
+#ifndef MORI_SIM_INTERNAL_H
+#define MORI_SIM_INTERNAL_H
+
+#include "shim_internal.h"
+
+#include <pthread.h>
+
+/* Private to the object library: the stand-in runtime that links it too must
+ * not see two copies of these through the dynamic linker. */
+#define MORI__SIM_HIDDEN __attribute__((visibility("hidden")))
+
+/* HIP on MI300/MI350 reports 2 MiB for both the minimum and the recommended
+ * granularity; the sim keeps the same number so sizes behave as on hardware. */
+#define MORI__SIM_GRANULARITY ((size_t)2 << 20)
+
+/* One row per MORI_SIM_ARCH value (sim.c). */
+struct mori__sim_profile {
+  const char *arch;
+  int runtime_version; /* HIP_VERSION the profile's ROCm reports */
+  int fabric_create;   /* hipMemCreate with requestedHandleType fabric works */
+  int fabric_export;   /* exporting such a handle as fabric works */
+  int fabric_hint;     /* moriDeviceAttributeFabricHandleSupported */
+  int cu_count;        /* moriDeviceAttributeMultiprocessorCount */
+};
+
+/* One bit per MORI_SIM_QUIRKS name (sim.c has the table). */
+enum mori__sim_quirk {
+  MORI__SIM_Q_RETAIN_NO_REF = 1u << 0,
+  MORI__SIM_Q_EXPORT_FD_LIFETIME = 1u << 1,
+  MORI__SIM_Q_UNMAP_MULTI = 1u << 2,
+  MORI__SIM_Q_MEMSET_FABRIC = 1u << 3,
+};
+
+struct mori__sim_config {
+  const struct mori__sim_profile *profile;
+  unsigned quirks;
+  int devices;
+  long wait_timeout_ms;
+};
+
+extern struct mori__sim_config mori__sim_config MORI__SIM_HIDDEN;
+/* Every table of the sim (handles, reservations, mappings, hipMalloc blocks)
+ * sits under this one lock; stream waits spin outside it. */
+extern pthread_mutex_t mori__sim_lock MORI__SIM_HIDDEN;
+
+static inline int mori__sim_quirk(enum mori__sim_quirk q) {
+  return (mori__sim_config.quirks & (unsigned)q) != 0;
+}
+
+/* The HIP contract rules the sim enforces; sim.c holds their wording, which
+ * is what mori_shim_message() names ("<call>: contract: <rule> (<detail>)"). */
+enum mori__sim_rule {
+  RULE_NULL_ARGUMENT,
+  RULE_SIZE_GRANULARITY,
+  RULE_FLAGS_ZERO,
+  RULE_MAP_OFFSET_ZERO,
+  RULE_ALIGNMENT_POW2,
+  RULE_ADDRESS_ALIGNED,
+  RULE_MAP_INSIDE_RESERVATION,
+  RULE_MAP_OVERLAP,
+  RULE_MAP_LARGER_THAN_ALLOCATION,
+  RULE_UNMAP_WHOLE_MAPPINGS,
+  RULE_FREE_LIVE_MAPPINGS,
+  RULE_FREE_SIZE,
+  RULE_FREE_UNKNOWN,
+  RULE_UNKNOWN_HANDLE,
+  RULE_DOUBLE_RELEASE,
+  RULE_USE_AFTER_RELEASE,
+  RULE_EXPORT_TYPE,
+  RULE_HANDLE_TYPE,
+  RULE_IMPORT_GARBAGE,
+  RULE_NOT_MAPPED,
+  RULE_NO_ACCESS,
+  RULE_ACCESS_FLAGS,
+  RULE_LOCATION,
+  RULE_ALLOCATION_TYPE,
+  RULE_HIPFREE_UNKNOWN,
+  RULE_MEMCPY_KIND,
+  RULE_VALUE_ALIGNED,
+  RULE_WAIT_FLAGS,
+  RULE_GRANULARITY_OPTION,
+  RULE_ATTRIBUTE,
+  RULE_COUNT
+};
+
+/* Fails a call for breaking `rule`: sets the detail message and returns
+ * hipErrorInvalidValue.  fmt (may be NULL) adds the specifics. */
+hipError_t mori__sim_contract(const char *call, enum mori__sim_rule rule, const char *fmt, ...)
+    MORI__SIM_HIDDEN __attribute__((format(printf, 3, 4)));
+
+/* A growable array with room for one more element (possibly moved), or NULL
+ * with errno set; *cap changes only on success. */
+void *mori__sim_grow(void *array, size_t *cap, size_t len, size_t elem) MORI__SIM_HIDDEN;
+
+/* ---- the VMM emulator (sim_vmm.c) ---- */
+
+hipError_t mori__sim_granularity(size_t *gran, const hipMemAllocationProp *prop,
+                                 hipMemAllocationGranularity_flags option) MORI__SIM_HIDDEN;
+hipError_t mori__sim_mem_create(hipMemGenericAllocationHandle_t *handle, size_t size,
+                                const hipMemAllocationProp *prop,
+                                unsigned long long flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_mem_release(hipMemGenericAllocationHandle_t handle) MORI__SIM_HIDDEN;
+hipError_t mori__sim_mem_retain(hipMemGenericAllocationHandle_t *handle,
+                                void *addr) MORI__SIM_HIDDEN;
+hipError_t mori__sim_address_reserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                     unsigned long long flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_address_free(void *ptr, size_t size) MORI__SIM_HIDDEN;
+hipError_t mori__sim_mem_map(void *ptr, size_t size, size_t offset,
+                             hipMemGenericAllocationHandle_t handle,
+                             unsigned long long flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_mem_unmap(void *ptr, size_t size) MORI__SIM_HIDDEN;
+hipError_t mori__sim_set_access(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                size_t count) MORI__SIM_HIDDEN;
+hipError_t mori__sim_export(void *shareable, hipMemGenericAllocationHandle_t handle,
+                            hipMemAllocationHandleType type,
+                            unsigned long long flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_import(hipMemGenericAllocationHandle_t *handle, void *osHandle,
+                            hipMemAllocationHandleType type) MORI__SIM_HIDDEN;
+
+/* Checks that the bytes [p, p + n) a copy or memop touches are usable: bytes
+ * outside every reservation are taken as host or hipMalloc memory; bytes
+ * inside one must be mapped with read (or read-write) access.  Called with
+ * mori__sim_lock held. */
+hipError_t mori__sim_check_access(const char *call, const void *p, size_t n,
+                                  int need_write) MORI__SIM_HIDDEN;
+/* Whether any byte of [p, p + n) is mapped from a fabric-type allocation
+ * (quirk memset-fabric).  Called with mori__sim_lock held. */
+int mori__sim_touches_fabric(const void *p, size_t n) MORI__SIM_HIDDEN;
+/* Whether [p, p + n) overlaps a reservation (hipFree must refuse those). */
+int mori__sim_in_reservation(const void *p, size_t n) MORI__SIM_HIDDEN;
+
+#endif

@@ -1,0 +1,756 @@
+/*
+ * sim_vmm.c - the sim's VMM emulator.  A physical allocation is a memfd, a
+ * reservation is PROT_NONE address space, a mapping is the memfd mapped
+ * MAP_SHARED over it: processes share memory the way GPUs share VMM
+ * allocations, and memory the contract says is untouchable really faults.
+ */
+#include "sim_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GRAN MORI__SIM_GRANULARITY
+
+/* ---- tables ---- */
+
+/* An allocation handle is a pointer to one of these, but is only ever
+ * dereferenced after it was found in `allocs`.  handle_refs counts what the
+ * caller holds (create or import: 1, each retain: 1); map_refs counts live
+ * mappings.  The memfd stays open while either is nonzero, because HIP keeps
+ * a released allocation alive while it is mapped.  A dead allocation stays
+ * in the table for a while (memfd closed) so that a late release is reported
+ * as a double release, not as an unknown handle. */
+struct sim_alloc {
+  int memfd; /* -1 once dead */
+  size_t size;
+  hipMemAllocationHandleType type;
+  uint64_t id; /* in the memfd's name: what a fabric blob is checked against */
+  int handle_refs;
+  int map_refs;
+  int retained_without_ref; /* quirk retain-no-ref handed this out unreferenced */
+  struct sim_exported_fd {  /* quirk export-fd-lifetime checks these at release */
+    int fd;
+    dev_t dev;
+    ino_t ino;
+  } *exported;
+  size_t nexported, cap_exported;
+};
+
+struct sim_reservation {
+  uintptr_t base;
+  size_t size;
+  int unfreeable; /* quirk unmap-multi struck it */
+};
+
+struct sim_mapping {
+  uintptr_t va;
+  size_t size;
+  struct sim_alloc *alloc;
+  unsigned char *access; /* hipMemAccessFlags per granule: set-access may cover part */
+};
+
+#define DEAD_KEPT 1024 /* dead allocations remembered for double-release reports */
+
+static struct sim_alloc **allocs;
+static size_t nallocs, cap_allocs, ndead;
+static struct sim_reservation *reservations;
+static size_t nreservations, cap_reservations;
+static struct sim_mapping *mappings;
+static size_t nmappings, cap_mappings;
+
+void *mori__sim_grow(void *array, size_t *cap, size_t len, size_t elem) {
+  if (len < *cap) return array;
+  size_t n = *cap ? *cap * 2 : 16;
+  void *p = realloc(array, n * elem);
+  if (p != NULL) *cap = n;
+  return p;
+}
+
+static hipError_t out_of_memory(const char *call, const char *what) {
+  mori__shim_detail("%s: %s: %s", call, what, strerror(errno));
+  return hipErrorOutOfMemory;
+}
+
+static struct sim_alloc *find_alloc(const void *handle) {
+  for (size_t i = 0; i < nallocs; i++)
+    if ((const void *)allocs[i] == handle) return allocs[i];
+  return NULL;
+}
+
+static void forget_oldest_dead(void) {
+  for (size_t i = 0; i < nallocs; i++) {
+    if (allocs[i]->memfd >= 0) continue;
+    free(allocs[i]);
+    memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof allocs[0]);
+    nallocs--;
+    ndead--;
+    return;
+  }
+}
+
+/* Frees the memory once nothing holds it any more. */
+static void alloc_settle(struct sim_alloc *a) {
+  if (a->handle_refs > 0 || a->map_refs > 0 || a->memfd < 0) return;
+  close(a->memfd);
+  a->memfd = -1;
+  free(a->exported);
+  a->exported = NULL;
+  a->nexported = a->cap_exported = 0;
+  if (++ndead > DEAD_KEPT) forget_oldest_dead();
+}
+
+static hipError_t alloc_add(const char *call, int memfd, size_t size,
+                            hipMemAllocationHandleType type, uint64_t id,
+                            hipMemGenericAllocationHandle_t *handle) {
+  struct sim_alloc *a = calloc(1, sizeof *a);
+  struct sim_alloc **table = mori__sim_grow(allocs, &cap_allocs, nallocs, sizeof allocs[0]);
+  if (table != NULL) allocs = table;
+  if (a == NULL || table == NULL) {
+    free(a);
+    close(memfd);
+    return out_of_memory(call, "allocation table");
+  }
+  *a = (struct sim_alloc){.memfd = memfd, .size = size, .type = type, .id = id,
+                          .handle_refs = 1};
+  allocs[nallocs++] = a;
+  *handle = (hipMemGenericAllocationHandle_t)a;
+  return hipSuccess;
+}
+
+/* The allocation behind a handle the caller still holds. */
+static hipError_t live_handle(const char *call, const void *handle, struct sim_alloc **out) {
+  struct sim_alloc *a = find_alloc(handle);
+  if (a == NULL) return mori__sim_contract(call, RULE_UNKNOWN_HANDLE, "%p", handle);
+  if (a->handle_refs == 0)
+    return mori__sim_contract(call, RULE_USE_AFTER_RELEASE, "handle %p", handle);
+  *out = a;
+  return hipSuccess;
+}
+
+static struct sim_reservation *reservation_holding(uintptr_t lo, uintptr_t hi) {
+  for (size_t i = 0; i < nreservations; i++) {
+    struct sim_reservation *r = &reservations[i];
+    if (lo >= r->base && hi <= r->base + r->size && lo < hi) return r;
+  }
+  return NULL;
+}
+
+static struct sim_mapping *mapping_at(uintptr_t addr) {
+  for (size_t i = 0; i < nmappings; i++)
+    if (addr >= mappings[i].va && addr < mappings[i].va + mappings[i].size) return &mappings[i];
+  return NULL;
+}
+
+static struct sim_mapping *mapping_overlapping(uintptr_t lo, uintptr_t hi) {
+  for (size_t i = 0; i < nmappings; i++)
+    if (lo < mappings[i].va + mappings[i].size && mappings[i].va < hi) return &mappings[i];
+  return NULL;
+}
+
+static size_t mappings_inside(uintptr_t lo, uintptr_t hi) {
+  size_t n = 0;
+  for (size_t i = 0; i < nmappings; i++)
+    if (mappings[i].va >= lo && mappings[i].va < hi) n++;
+  return n;
+}
+
+static const char *handle_type_name(hipMemAllocationHandleType t) {
+  switch (t) {
+  case hipMemHandleTypeNone: return "none";
+  case hipMemHandleTypePosixFileDescriptor: return "posix-fd";
+  case hipMemHandleTypeFabric: return "fabric";
+  default: return "unsupported";
+  }
+}
+
+static hipError_t check_size(const char *call, size_t size) {
+  if (size == 0 || size % GRAN != 0)
+    return mori__sim_contract(call, RULE_SIZE_GRANULARITY, "got %zu", size);
+  return hipSuccess;
+}
+
+static hipError_t check_range(const char *call, const void *ptr, size_t size) {
+  if ((uintptr_t)ptr % GRAN != 0) return mori__sim_contract(call, RULE_ADDRESS_ALIGNED, "%p", ptr);
+  if (size > UINTPTR_MAX - (uintptr_t)ptr)
+    return mori__sim_contract(call, RULE_SIZE_GRANULARITY, "%zu wraps the address space", size);
+  return check_size(call, size);
+}
+
+static hipError_t check_location(const char *call, const hipMemLocation *loc) {
+  if (loc->type != hipMemLocationTypeDevice || loc->id < 0 || loc->id >= mori__sim_config.devices)
+    return mori__sim_contract(call, RULE_LOCATION, "type %d id %d, %d devices", (int)loc->type,
+                              loc->id, mori__sim_config.devices);
+  return hipSuccess;
+}
+
+static hipError_t check_prop(const char *call, const hipMemAllocationProp *prop) {
+  if (prop == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "prop");
+  if (prop->type != hipMemAllocationTypePinned && prop->type != hipMemAllocationTypeUncached)
+    return mori__sim_contract(call, RULE_ALLOCATION_TYPE, "got 0x%x", (unsigned)prop->type);
+  return check_location(call, &prop->location);
+}
+
+/* ---- physical allocations ---- */
+
+static uint64_t fresh_id(void) {
+  static uint64_t counter;
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+    r = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&r;
+  return r ^ ++counter;
+}
+
+/* The memfd's name carries the id, so an importer can check what it opened
+ * by reading /proc/self/fd/N: "/memfd:mori-sim:<16 hex digits> (deleted)". */
+#define MEMFD_PREFIX "mori-sim:"
+
+static hipError_t create_memfd(const char *call, size_t size, uint64_t id, int *out) {
+  char name[64];
+  snprintf(name, sizeof name, MEMFD_PREFIX "%016" PRIx64, id);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return out_of_memory(call, "memfd_create");
+  if (ftruncate(fd, (off_t)size) != 0) {
+    hipError_t e = out_of_memory(call, "ftruncate");
+    close(fd);
+    return e;
+  }
+  *out = fd;
+  return hipSuccess;
+}
+
+hipError_t mori__sim_granularity(size_t *gran, const hipMemAllocationProp *prop,
+                                 hipMemAllocationGranularity_flags option) {
+  static const char call[] = "hipMemGetAllocationGranularity";
+  if (gran == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "granularity");
+  hipError_t e = check_prop(call, prop);
+  if (e != hipSuccess) return e;
+  if (option != hipMemAllocationGranularityMinimum &&
+      option != hipMemAllocationGranularityRecommended)
+    return mori__sim_contract(call, RULE_GRANULARITY_OPTION, "got %d", (int)option);
+  *gran = GRAN;
+  return hipSuccess;
+}
+
+static hipError_t create_locked(hipMemGenericAllocationHandle_t *handle, size_t size,
+                                const hipMemAllocationProp *prop, unsigned long long flags) {
+  static const char call[] = "hipMemCreate";
+  if (handle == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "handle");
+  hipError_t e = check_prop(call, prop);
+  if (e != hipSuccess) return e;
+  if (flags != 0) return mori__sim_contract(call, RULE_FLAGS_ZERO, "got %llu", flags);
+  if ((e = check_size(call, size)) != hipSuccess) return e;
+  switch (prop->requestedHandleType) {
+  case hipMemHandleTypeNone:
+  case hipMemHandleTypePosixFileDescriptor: break;
+  case hipMemHandleTypeFabric:
+    if (mori__sim_config.profile->fabric_create) break;
+    mori__shim_detail("%s: hipErrorNotSupported: profile %s cannot create fabric handles", call,
+                      mori__sim_config.profile->arch);
+    return hipErrorNotSupported;
+  default:
+    return mori__sim_contract(call, RULE_HANDLE_TYPE, "got 0x%x",
+                              (unsigned)prop->requestedHandleType);
+  }
+  uint64_t id = fresh_id();
+  int fd;
+  if ((e = create_memfd(call, size, id, &fd)) != hipSuccess) return e;
+  return alloc_add(call, fd, size, prop->requestedHandleType, id, handle);
+}
+
+/* Quirk export-fd-lifetime: the fd number of an exported fd that no longer
+ * refers to the allocation (closed, or reused for another file), or -1. */
+static int closed_export(const struct sim_alloc *a) {
+  for (size_t i = 0; i < a->nexported; i++) {
+    struct stat st;
+    const struct sim_exported_fd *x = &a->exported[i];
+    if (fcntl(x->fd, F_GETFD) == -1 || fstat(x->fd, &st) != 0 || st.st_dev != x->dev ||
+        st.st_ino != x->ino)
+      return x->fd;
+  }
+  return -1;
+}
+
+static hipError_t release_locked(hipMemGenericAllocationHandle_t handle) {
+  static const char call[] = "hipMemRelease";
+  struct sim_alloc *a = find_alloc(handle);
+  if (a == NULL) return mori__sim_contract(call, RULE_UNKNOWN_HANDLE, "%p", (void *)handle);
+  if (a->handle_refs == 0)
+    return mori__sim_contract(
+        call, RULE_DOUBLE_RELEASE, "handle %p was already released%s", (void *)handle,
+        a->retained_without_ref ? "; quirk retain-no-ref: hipMemRetainAllocationHandle "
+                                  "took no reference, so the retained and the original "
+                                  "handle were both released"
+                                : "");
+  int fd;
+  if (a->handle_refs == 1 && mori__sim_quirk(MORI__SIM_Q_EXPORT_FD_LIFETIME) &&
+      (fd = closed_export(a)) >= 0) {
+    mori__shim_detail("%s: quirk export-fd-lifetime: exported fd %d was closed before the "
+                      "final release; the release fails and the allocation leaks",
+                      call, fd);
+    return hipErrorUnknown;
+  }
+  a->handle_refs--;
+  alloc_settle(a);
+  return hipSuccess;
+}
+
+static hipError_t retain_locked(hipMemGenericAllocationHandle_t *handle, void *addr) {
+  static const char call[] = "hipMemRetainAllocationHandle";
+  if (handle == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "handle");
+  struct sim_mapping *m = mapping_at((uintptr_t)addr);
+  if (m == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", addr);
+  if (mori__sim_quirk(MORI__SIM_Q_RETAIN_NO_REF))
+    m->alloc->retained_without_ref = 1;
+  else
+    m->alloc->handle_refs++; /* may bring back a handle released while mapped, as HIP does */
+  *handle = (hipMemGenericAllocationHandle_t)m->alloc;
+  return hipSuccess;
+}
+
+/* ---- address space ---- */
+
+#define RESERVE_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+
+/* A granularity-aligned PROT_NONE range: the hint if it is free, otherwise
+ * an over-sized mapping trimmed to the alignment. */
+static void *map_aligned(size_t size, size_t align, void *hint) {
+  if (hint != NULL && (uintptr_t)hint % align == 0) {
+    void *p = mmap(hint, size, PROT_NONE, RESERVE_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == hint) return p;
+    if (p != MAP_FAILED) munmap(p, size); /* a kernel that took it as a plain hint */
+  }
+  if (size > SIZE_MAX - align) {
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  char *raw = mmap(NULL, size + align, PROT_NONE, RESERVE_FLAGS, -1, 0);
+  if (raw == MAP_FAILED) return MAP_FAILED;
+  uintptr_t base = ((uintptr_t)raw + align - 1) / align * align;
+  size_t head = base - (uintptr_t)raw;
+  if (head) munmap(raw, head);
+  if (align - head) munmap((char *)base + size, align - head);
+  return (void *)base;
+}
+
+static hipError_t reserve_locked(void **ptr, size_t size, size_t alignment, void *addr,
+                                 unsigned long long flags) {
+  static const char call[] = "hipMemAddressReserve";
+  if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
+  if (flags != 0) return mori__sim_contract(call, RULE_FLAGS_ZERO, "got %llu", flags);
+  hipError_t e = check_size(call, size);
+  if (e != hipSuccess) return e;
+  if (alignment & (alignment - 1))
+    return mori__sim_contract(call, RULE_ALIGNMENT_POW2, "got %zu", alignment);
+  struct sim_reservation *table =
+      mori__sim_grow(reservations, &cap_reservations, nreservations, sizeof reservations[0]);
+  if (table == NULL) return out_of_memory(call, "reservation table");
+  reservations = table;
+  void *p = map_aligned(size, alignment > GRAN ? alignment : GRAN, addr);
+  if (p == MAP_FAILED) return out_of_memory(call, "mmap");
+  reservations[nreservations++] = (struct sim_reservation){(uintptr_t)p, size, 0};
+  *ptr = p;
+  return hipSuccess;
+}
+
+static hipError_t address_free_locked(void *ptr, size_t size) {
+  static const char call[] = "hipMemAddressFree";
+  size_t i = 0;
+  while (i < nreservations && reservations[i].base != (uintptr_t)ptr) i++;
+  if (i == nreservations) return mori__sim_contract(call, RULE_FREE_UNKNOWN, "%p", ptr);
+  struct sim_reservation *r = &reservations[i];
+  if (size != r->size)
+    return mori__sim_contract(call, RULE_FREE_SIZE, "reserved %zu, got %zu", r->size, size);
+  size_t live = mappings_inside(r->base, r->base + r->size);
+  if (live) return mori__sim_contract(call, RULE_FREE_LIVE_MAPPINGS, "%zu at %p", live, ptr);
+  if (r->unfreeable) {
+    mori__shim_detail("%s: quirk unmap-multi: an earlier hipMemUnmap over several mappings "
+                      "of the reservation at %p left it unfreeable",
+                      call, ptr);
+    return hipErrorInvalidValue;
+  }
+  munmap(ptr, size);
+  reservations[i] = reservations[--nreservations];
+  return hipSuccess;
+}
+
+/* ---- mappings ---- */
+
+static hipError_t map_locked(void *ptr, size_t size, size_t offset,
+                             hipMemGenericAllocationHandle_t handle, unsigned long long flags) {
+  static const char call[] = "hipMemMap";
+  if (offset != 0) return mori__sim_contract(call, RULE_MAP_OFFSET_ZERO, "got %zu", offset);
+  if (flags != 0) return mori__sim_contract(call, RULE_FLAGS_ZERO, "got %llu", flags);
+  hipError_t e = check_range(call, ptr, size);
+  struct sim_alloc *a = NULL;
+  if (e != hipSuccess || (e = live_handle(call, handle, &a)) != hipSuccess) return e;
+  if (size > a->size)
+    return mori__sim_contract(call, RULE_MAP_LARGER_THAN_ALLOCATION, "map %zu, allocation %zu",
+                              size, a->size);
+  uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
+  if (reservation_holding(lo, hi) == NULL)
+    return mori__sim_contract(call, RULE_MAP_INSIDE_RESERVATION, "[%p, +%zu)", ptr, size);
+  const struct sim_mapping *old = mapping_overlapping(lo, hi);
+  if (old != NULL)
+    return mori__sim_contract(call, RULE_MAP_OVERLAP, "[%p, +%zu) meets the mapping at %p", ptr,
+                              size, (void *)old->va);
+  unsigned char *access = calloc(size / GRAN, 1);
+  struct sim_mapping *table =
+      mori__sim_grow(mappings, &cap_mappings, nmappings, sizeof mappings[0]);
+  if (table != NULL) mappings = table;
+  if (access == NULL || table == NULL) {
+    free(access);
+    return out_of_memory(call, "mapping table");
+  }
+  /* Mapped PROT_NONE: until hipMemSetAccess the memory must not be touched. */
+  if (mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->memfd, 0) == MAP_FAILED) {
+    mori__shim_detail("%s: mmap of the allocation at %p: %s", call, ptr, strerror(errno));
+    free(access);
+    return hipErrorMapFailed;
+  }
+  mappings[nmappings++] = (struct sim_mapping){lo, size, a, access};
+  a->map_refs++;
+  return hipSuccess;
+}
+
+/* Walks [lo, hi) as a sequence of whole mappings; returns how many, or a
+ * contract error if a byte is unmapped or a mapping sticks out. */
+static hipError_t whole_mappings(const char *call, uintptr_t lo, uintptr_t hi, size_t *count) {
+  *count = 0;
+  for (uintptr_t at = lo; at < hi; (*count)++) {
+    const struct sim_mapping *m = mapping_at(at);
+    if (m == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", (void *)at);
+    if (m->va < lo || m->va + m->size > hi)
+      return mori__sim_contract(call, RULE_UNMAP_WHOLE_MAPPINGS,
+                                "[%p, +%zu) cuts the mapping [%p, +%zu)", (void *)lo,
+                                (size_t)(hi - lo), (void *)m->va, m->size);
+    at = m->va + m->size;
+  }
+  return hipSuccess;
+}
+
+static void drop_mapping(struct sim_mapping *m) {
+  struct sim_alloc *a = m->alloc;
+  free(m->access);
+  *m = mappings[--nmappings];
+  a->map_refs--;
+  alloc_settle(a);
+}
+
+static hipError_t unmap_locked(void *ptr, size_t size) {
+  static const char call[] = "hipMemUnmap";
+  size_t count;
+  uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
+  hipError_t e = check_range(call, ptr, size);
+  if (e != hipSuccess) return e;
+  /* Reservations can sit back to back; one unmap stays inside one of them. */
+  struct sim_reservation *r = reservation_holding(lo, hi);
+  if (r == NULL)
+    return mori__sim_contract(call, RULE_MAP_INSIDE_RESERVATION, "[%p, +%zu)", ptr, size);
+  if ((e = whole_mappings(call, lo, hi, &count)) != hipSuccess) return e;
+  if (count > 1 && mori__sim_quirk(MORI__SIM_Q_UNMAP_MULTI)) {
+    r->unfreeable = 1;
+    mori__shim_detail("%s: quirk unmap-multi: one unmap over %zu mappings fails and leaves "
+                      "the reservation unfreeable; unmap each mapping on its own",
+                      call, count);
+    return hipErrorUnmapFailed;
+  }
+  /* Back to reserved-but-unmapped: PROT_NONE anonymous, still ours. */
+  if (mmap(ptr, size, PROT_NONE, RESERVE_FLAGS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    mori__shim_detail("%s: mmap over [%p, +%zu): %s", call, ptr, size, strerror(errno));
+    return hipErrorUnmapFailed;
+  }
+  for (struct sim_mapping *m; (m = mapping_overlapping(lo, hi)) != NULL;) drop_mapping(m);
+  return hipSuccess;
+}
+
+static const int access_prot[] = {
+    [hipMemAccessFlagsProtNone] = PROT_NONE,
+    [hipMemAccessFlagsProtRead] = PROT_READ,
+    [hipMemAccessFlagsProtReadWrite] = PROT_READ | PROT_WRITE,
+};
+
+static hipError_t check_access_desc(const char *call, const hipMemAccessDesc *d) {
+  hipError_t e = check_location(call, &d->location);
+  if (e != hipSuccess) return e;
+  if (d->flags != hipMemAccessFlagsProtNone && d->flags != hipMemAccessFlagsProtRead &&
+      d->flags != hipMemAccessFlagsProtReadWrite)
+    return mori__sim_contract(call, RULE_ACCESS_FLAGS, "got %d", (int)d->flags);
+  return hipSuccess;
+}
+
+/* All devices share the host's view, so the widest access any descriptor
+ * grants is what the pages get. */
+static hipError_t set_access_locked(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                    size_t count) {
+  static const char call[] = "hipMemSetAccess";
+  if (desc == NULL || count == 0)
+    return mori__sim_contract(call, RULE_NULL_ARGUMENT, "desc %p, count %zu", (void *)desc, count);
+  hipError_t e = check_range(call, ptr, size);
+  if (e != hipSuccess) return e;
+  hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
+  for (size_t i = 0; i < count; i++) {
+    if ((e = check_access_desc(call, &desc[i])) != hipSuccess) return e;
+    if (desc[i].flags > flags) flags = desc[i].flags;
+  }
+  uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
+  for (uintptr_t at = lo; at < hi; at += GRAN)
+    if (mapping_at(at) == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", (void *)at);
+  if (mprotect(ptr, size, access_prot[flags]) != 0) {
+    mori__shim_detail("%s: mprotect [%p, +%zu): %s", call, ptr, size, strerror(errno));
+    return hipErrorInvalidValue;
+  }
+  for (uintptr_t at = lo; at < hi; at += GRAN) {
+    struct sim_mapping *m = mapping_at(at);
+    m->access[(at - m->va) / GRAN] = (unsigned char)flags;
+  }
+  return hipSuccess;
+}
+
+/* ---- sharing ---- */
+
+/* Fabric handle: 64 bytes naming the exporter's memfd, opened by the
+ * importer through /proc/<pid>/fd/<fd> (same user, same host).  Explicit
+ * little-endian fields:
+ *   0 magic "MORISIMF" | 8 version u32 | 12 pid u32 | 16 fd u32 | 20 uid u32
+ *  24 size u64 | 32 id u64 | 40..63 zero */
+static const unsigned char fabric_magic[8] = {'M', 'O', 'R', 'I', 'S', 'I', 'M', 'F'};
+enum { FABRIC_VERSION = 1, FABRIC_USED = 40 };
+
+static void put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n; i-- > 0;) v = v << 8 | p[i];
+  return v;
+}
+
+static void fabric_encode(unsigned char *blob, const struct sim_alloc *a) {
+  memset(blob, 0, MORI_HIP_FABRIC_HANDLE_SIZE);
+  memcpy(blob, fabric_magic, sizeof fabric_magic);
+  put_le(blob + 8, FABRIC_VERSION, 4);
+  put_le(blob + 12, (uint64_t)getpid(), 4);
+  put_le(blob + 16, (uint64_t)a->memfd, 4);
+  put_le(blob + 20, (uint64_t)getuid(), 4);
+  put_le(blob + 24, a->size, 8);
+  put_le(blob + 32, a->id, 8);
+}
+
+static hipError_t record_export(const char *call, struct sim_alloc *a, int fd) {
+  struct stat st;
+  struct sim_exported_fd *table =
+      mori__sim_grow(a->exported, &a->cap_exported, a->nexported, sizeof a->exported[0]);
+  if (table == NULL || fstat(fd, &st) != 0) {
+    hipError_t e = out_of_memory(call, "exported fd table");
+    close(fd);
+    return e;
+  }
+  a->exported = table;
+  a->exported[a->nexported++] = (struct sim_exported_fd){fd, st.st_dev, st.st_ino};
+  return hipSuccess;
+}
+
+static hipError_t export_locked(void *shareable, hipMemGenericAllocationHandle_t handle,
+                                hipMemAllocationHandleType type, unsigned long long flags) {
+  static const char call[] = "hipMemExportToShareableHandle";
+  if (shareable == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "shareableHandle");
+  if (flags != 0) return mori__sim_contract(call, RULE_FLAGS_ZERO, "got %llu", flags);
+  struct sim_alloc *a = NULL;
+  hipError_t e = live_handle(call, handle, &a);
+  if (e != hipSuccess) return e;
+  if (type != a->type)
+    return mori__sim_contract(call, RULE_EXPORT_TYPE, "created %s, exporting %s",
+                              handle_type_name(a->type), handle_type_name(type));
+  if (type == hipMemHandleTypeFabric) {
+    if (!mori__sim_config.profile->fabric_export) {
+      mori__shim_detail("%s: hipErrorNotSupported: profile %s creates fabric handles but "
+                        "cannot export them",
+                        call, mori__sim_config.profile->arch);
+      return hipErrorNotSupported;
+    }
+    fabric_encode(shareable, a);
+    return hipSuccess;
+  }
+  if (type != hipMemHandleTypePosixFileDescriptor)
+    return mori__sim_contract(call, RULE_HANDLE_TYPE, "cannot export %s", handle_type_name(type));
+  int fd = fcntl(a->memfd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return out_of_memory(call, "dup");
+  if ((e = record_export(call, a, fd)) != hipSuccess) return e;
+  *(int *)shareable = fd;
+  return hipSuccess;
+}
+
+/* The id from a sim memfd's name, or -1 if fd is not one. */
+static int memfd_id(int fd, uint64_t *id) {
+  char link[64], target[128];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n < 0) return -1;
+  target[n] = '\0';
+  const char *prefix = "/memfd:" MEMFD_PREFIX;
+  if (strncmp(target, prefix, strlen(prefix)) != 0) return -1;
+  char *end;
+  *id = strtoull(target + strlen(prefix), &end, 16);
+  return end == target + strlen(prefix) + 16 ? 0 : -1;
+}
+
+/* Takes ownership of fd: adds it as an imported allocation or closes it. */
+static hipError_t adopt(const char *call, int fd, hipMemAllocationHandleType type,
+                        const uint64_t *want_id, uint64_t want_size,
+                        hipMemGenericAllocationHandle_t *handle) {
+  struct stat st;
+  uint64_t id;
+  const char *why = NULL;
+  if (memfd_id(fd, &id) != 0)
+    why = "not a sim allocation";
+  else if (fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size % GRAN != 0)
+    why = "size is not a granularity multiple";
+  else if (want_id != NULL && (id != *want_id || (uint64_t)st.st_size != want_size))
+    why = "names a different allocation than the fabric handle";
+  if (why != NULL) {
+    close(fd);
+    return mori__sim_contract(call, RULE_IMPORT_GARBAGE, "%s", why);
+  }
+  return alloc_add(call, fd, (size_t)st.st_size, type, id, handle);
+}
+
+static hipError_t import_fabric(const char *call, const unsigned char *blob,
+                                hipMemGenericAllocationHandle_t *handle) {
+  static const unsigned char zero[MORI_HIP_FABRIC_HANDLE_SIZE - FABRIC_USED];
+  if (memcmp(blob, fabric_magic, sizeof fabric_magic) != 0 ||
+      get_le(blob + 8, 4) != FABRIC_VERSION || memcmp(blob + FABRIC_USED, zero, sizeof zero))
+    return mori__sim_contract(call, RULE_IMPORT_GARBAGE, "not a sim fabric handle");
+  unsigned pid = (unsigned)get_le(blob + 12, 4), efd = (unsigned)get_le(blob + 16, 4);
+  uint64_t id = get_le(blob + 32, 8);
+  if (get_le(blob + 20, 4) != (uint64_t)getuid())
+    return mori__sim_contract(call, RULE_IMPORT_GARBAGE, "exported by uid %u",
+                              (unsigned)get_le(blob + 20, 4));
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, efd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return mori__sim_contract(call, RULE_IMPORT_GARBAGE, "open %s: %s (exporter gone or "
+                              "allocation released)", path, strerror(errno));
+  return adopt(call, fd, hipMemHandleTypeFabric, &id, get_le(blob + 24, 8), handle);
+}
+
+/* osHandle follows the shim's convention: fd by value, fabric by pointer.
+ * The caller keeps its fd; the import holds a dup of it. */
+static hipError_t import_locked(hipMemGenericAllocationHandle_t *handle, void *osHandle,
+                                hipMemAllocationHandleType type) {
+  static const char call[] = "hipMemImportFromShareableHandle";
+  if (handle == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "handle");
+  if (osHandle == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "osHandle");
+  if (type == hipMemHandleTypeFabric) return import_fabric(call, osHandle, handle);
+  if (type != hipMemHandleTypePosixFileDescriptor)
+    return mori__sim_contract(call, RULE_HANDLE_TYPE, "cannot import %s", handle_type_name(type));
+  intptr_t fd = (intptr_t)osHandle;
+  int own = fd < 0 || fd > INT_MAX ? -1 : fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0)
+    return mori__sim_contract(call, RULE_IMPORT_GARBAGE, "fd %" PRIdPTR " is not open", fd);
+  return adopt(call, own, type, NULL, 0, handle);
+}
+
+/* ---- checks for copies and memops ---- */
+
+/* Only bytes inside a reservation are the sim's to judge: the rest is host
+ * or hipMalloc memory, which a copy may touch freely. */
+hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int need_write) {
+  uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
+  for (size_t i = 0; i < nreservations; i++) {
+    const struct sim_reservation *r = &reservations[i];
+    uintptr_t at = lo > r->base ? lo : r->base;
+    uintptr_t end = hi < r->base + r->size ? hi : r->base + r->size;
+    for (; at < end; at = (at | (GRAN - 1)) + 1) {
+      const struct sim_mapping *m = mapping_at(at);
+      if (m == NULL)
+        return mori__sim_contract(call, RULE_NOT_MAPPED, "%p is reserved but not mapped",
+                                  (void *)at);
+      unsigned char access = m->access[(at - m->va) / GRAN];
+      if (access == hipMemAccessFlagsProtNone ||
+          (need_write && access != hipMemAccessFlagsProtReadWrite))
+        return mori__sim_contract(call, RULE_NO_ACCESS, "%p needs %s access", (void *)at,
+                                  need_write ? "read-write" : "read");
+    }
+  }
+  return hipSuccess;
+}
+
+int mori__sim_touches_fabric(const void *p, size_t n) {
+  uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
+  for (size_t i = 0; i < nmappings; i++)
+    if (lo < mappings[i].va + mappings[i].size && mappings[i].va < hi &&
+        mappings[i].alloc->type == hipMemHandleTypeFabric)
+      return 1;
+  return 0;
+}
+
+int mori__sim_in_reservation(const void *p, size_t n) {
+  uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
+  for (size_t i = 0; i < nreservations; i++)
+    if (lo < reservations[i].base + reservations[i].size && reservations[i].base < hi) return 1;
+  return 0;
+}
+
+/* ---- the entry points: each holds the lock around its _locked body ---- */
+
+#define LOCKED(expr)                                                                       \
+  do {                                                                                     \
+    pthread_mutex_lock(&mori__sim_lock);                                                   \
+    hipError_t e_ = (expr);                                                                \
+    pthread_mutex_unlock(&mori__sim_lock);                                                 \
+    return e_;                                                                             \
+  } while (0)
+
+hipError_t mori__sim_mem_create(hipMemGenericAllocationHandle_t *handle, size_t size,
+                                const hipMemAllocationProp *prop, unsigned long long flags) {
+  LOCKED(create_locked(handle, size, prop, flags));
+}
+
+hipError_t mori__sim_mem_release(hipMemGenericAllocationHandle_t handle) {
+  LOCKED(release_locked(handle));
+}
+
+hipError_t mori__sim_mem_retain(hipMemGenericAllocationHandle_t *handle, void *addr) {
+  LOCKED(retain_locked(handle, addr));
+}
+
+hipError_t mori__sim_address_reserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                     unsigned long long flags) {
+  LOCKED(reserve_locked(ptr, size, alignment, addr, flags));
+}
+
+hipError_t mori__sim_address_free(void *ptr, size_t size) {
+  LOCKED(address_free_locked(ptr, size));
+}
+
+hipError_t mori__sim_mem_map(void *ptr, size_t size, size_t offset,
+                             hipMemGenericAllocationHandle_t handle, unsigned long long flags) {
+  LOCKED(map_locked(ptr, size, offset, handle, flags));
+}
+
+hipError_t mori__sim_mem_unmap(void *ptr, size_t size) { LOCKED(unmap_locked(ptr, size)); }
+
+hipError_t mori__sim_set_access(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                size_t count) {
+  LOCKED(set_access_locked(ptr, size, desc, count));
+}
+
+hipError_t mori__sim_export(void *shareable, hipMemGenericAllocationHandle_t handle,
+                            hipMemAllocationHandleType type, unsigned long long flags) {
+  LOCKED(export_locked(shareable, handle, type, flags));
+}
+
+hipError_t mori__sim_import(hipMemGenericAllocationHandle_t *handle, void *osHandle,
+                            hipMemAllocationHandleType type) {
+  LOCKED(import_locked(handle, osHandle, type));
+}

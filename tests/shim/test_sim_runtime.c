@@ -1,0 +1,318 @@
+/*
+ * test_sim_runtime.c - the sim's calls outside the VMM set: devices and
+ * attributes, hipMalloc/hipFree, copies, the last error, init from the
+ * environment, a cross-thread stream wait, and concurrent use of the tables.
+ */
+#include "sim_test.h"
+
+#include <pthread.h>
+
+/* ---- init and devices ---- */
+
+static void default_profile_is_gfx950_with_eight_devices(void **state) {
+  int version = 0, count = 0, hint = -1;
+  assert_hip_ok(mori_hipRuntimeGetVersion(&version));
+  assert_int_equal(version, 70000000);
+  assert_int_equal(mori_shim_runtime_version(), 70000000);
+  assert_hip_ok(mori_hipGetDeviceCount(&count));
+  assert_int_equal(count, 8);
+  assert_hip_ok(mori_hipDeviceGetAttribute(&hint, moriDeviceAttributeFabricHandleSupported, 0));
+  assert_int_equal(hint, 0);
+  assert_string_equal(mori_shim_backend(), "sim");
+}
+
+static void set_device_is_range_checked(void **state) {
+  int d = -1;
+  assert_hip_ok(mori_hipSetDevice(7));
+  assert_hip_ok(mori_hipGetDevice(&d));
+  assert_int_equal(d, 7);
+  assert_fails_with(mori_hipSetDevice(8), hipErrorInvalidDevice, "hipSetDevice");
+  assert_fails_with(mori_hipSetDevice(-1), hipErrorInvalidDevice, "device -1 of 8");
+  assert_hip_ok(mori_hipGetDevice(&d));
+  assert_int_equal(d, 7); /* a failed set leaves the device alone */
+  assert_hip_ok(mori_hipSetDevice(0));
+}
+
+static void *set_device_three(void *out) {
+  if (mori_hipSetDevice(3) != hipSuccess || mori_hipGetDevice(out) != hipSuccess) *(int *)out = -1;
+  return NULL;
+}
+
+static void current_device_is_per_thread(void **state) {
+  pthread_t t;
+  int theirs = -1, mine = -1;
+  assert_hip_ok(mori_hipSetDevice(1));
+  assert_int_equal(pthread_create(&t, NULL, set_device_three, &theirs), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_hip_ok(mori_hipGetDevice(&mine));
+  assert_int_equal(theirs, 3);
+  assert_int_equal(mine, 1);
+  assert_hip_ok(mori_hipSetDevice(0));
+}
+
+static void attributes_report_vmm_pci_bus_and_compute_units(void **state) {
+  int v = -1;
+  assert_hip_ok(
+      mori_hipDeviceGetAttribute(&v, moriDeviceAttributeVirtualMemoryManagementSupported, 5));
+  assert_int_equal(v, 1);
+  assert_hip_ok(mori_hipDeviceGetAttribute(&v, moriDeviceAttributePciBusId, 5));
+  assert_int_equal(v, 5);
+  assert_hip_ok(mori_hipDeviceGetAttribute(&v, moriDeviceAttributeMultiprocessorCount, 0));
+  assert_int_equal(v, 256);
+  assert_fails_with(mori_hipDeviceGetAttribute(&v, moriDeviceAttributePciBusId, 8),
+                    hipErrorInvalidDevice, "hipDeviceGetAttribute");
+  assert_fails_with(mori_hipDeviceGetAttribute(&v, (hipDeviceAttribute_t)77, 0),
+                    hipErrorInvalidValue, "contract: unknown device attribute");
+}
+
+static void granularity_is_two_mib_minimum_and_recommended(void **state) {
+  hipMemAllocationProp prop = sim_prop(hipMemHandleTypePosixFileDescriptor);
+  size_t g = 0;
+  assert_hip_ok(mori_hipMemGetAllocationGranularity(&g, &prop, hipMemAllocationGranularityMinimum));
+  assert_int_equal(g, GRAN);
+  g = 0;
+  assert_hip_ok(
+      mori_hipMemGetAllocationGranularity(&g, &prop, hipMemAllocationGranularityRecommended));
+  assert_int_equal(g, GRAN);
+  assert_fails_with(
+      mori_hipMemGetAllocationGranularity(&g, &prop, (hipMemAllocationGranularity_flags)5),
+      hipErrorInvalidValue, "contract: option must be Minimum or Recommended");
+}
+
+static void get_last_error_returns_the_last_result_once(void **state) {
+  int d;
+  (void)mori_hipGetLastError(); /* whatever an earlier test left */
+  assert_int_equal(mori_hipGetLastError(), hipSuccess);
+  assert_int_equal(mori_hipSetDevice(99), hipErrorInvalidDevice);
+  assert_int_equal(mori_hipGetLastError(), hipErrorInvalidDevice);
+  assert_int_equal(mori_hipGetLastError(), hipSuccess);
+  assert_int_equal(mori_hipSetDevice(99), hipErrorInvalidDevice);
+  assert_hip_ok(mori_hipGetDevice(&d)); /* as HIP: a later success overwrites it */
+  assert_int_equal(mori_hipGetLastError(), hipSuccess);
+}
+
+/* "--select": the child of the init tests; prints what select said. */
+static int select_and_report(void) {
+  int rc = mori_shim_select("sim"), devices = 0, version = 0;
+  if (rc != 0) {
+    printf("select=%d message=%s\n", rc, mori_shim_message());
+    return 3;
+  }
+  mori_hipGetDeviceCount(&devices);
+  mori_hipRuntimeGetVersion(&version);
+  printf("select=0 devices=%d version=%d\n", devices, version);
+  return 0;
+}
+
+static void init_rejects_an_unknown_profile_listing_the_valid_ones(void **state) {
+  char out[1024];
+  char *env[] = {"MORI_SIM_ARCH=gfx9999", NULL};
+  char *args[] = {"--select", NULL};
+  assert_int_equal(run_self(env, args, out, sizeof out), 3);
+  assert_contains(out, "MORI_SIM_ARCH=gfx9999 is not a sim profile");
+  assert_contains(out, "valid: gfx942, gfx950, gfx1250, gfx1250-rocm7.1");
+}
+
+static void init_rejects_an_unknown_quirk_naming_it(void **state) {
+  char out[1024];
+  char *env[] = {"MORI_SIM_QUIRKS=retain-no-ref,teleport", NULL};
+  char *args[] = {"--select", NULL};
+  assert_int_equal(run_self(env, args, out, sizeof out), 3);
+  assert_contains(out, "unknown quirk 'teleport'");
+  assert_contains(out, "memset-fabric");
+}
+
+static void init_rejects_a_device_count_that_is_not_a_number(void **state) {
+  char out[1024];
+  char *env[] = {"MORI_SIM_DEVICES=eight", NULL};
+  char *args[] = {"--select", NULL};
+  assert_int_equal(run_self(env, args, out, sizeof out), 3);
+  assert_contains(out, "MORI_SIM_DEVICES=eight");
+}
+
+static void init_takes_devices_profile_and_quirks_from_the_environment(void **state) {
+  char out[1024];
+  char *env[] = {"MORI_SIM_DEVICES=2", "MORI_SIM_ARCH=gfx1250", "MORI_SIM_QUIRKS=all", NULL};
+  char *args[] = {"--select", NULL};
+  assert_int_equal(run_self(env, args, out, sizeof out), 0);
+  assert_contains(out, "select=0 devices=2 version=71400000");
+}
+
+/* ---- hipMalloc / copies ---- */
+
+static void malloc_gives_writable_memory_that_free_returns(void **state) {
+  unsigned char *p = NULL;
+  assert_hip_ok(mori_hipMalloc((void **)&p, 10000));
+  assert_non_null(p);
+  p[0] = 1;
+  p[9999] = 2;
+  assert_hip_ok(mori_hipFree(p));
+  assert_hip_ok(mori_hipFree(NULL));
+}
+
+static void free_rejects_pointers_not_from_malloc(void **state) {
+  int local;
+  void *p = NULL, *va = NULL;
+  assert_fails_with(mori_hipFree(&local), hipErrorInvalidValue,
+                    "hipFree: contract: pointer was not returned by hipMalloc");
+  assert_hip_ok(mori_hipMalloc(&p, 64));
+  assert_hip_ok(mori_hipFree(p));
+  assert_fails_with(mori_hipFree(p), hipErrorInvalidValue, "was already freed");
+  assert_hip_ok(mori_hipMemAddressReserve(&va, GRAN, 0, NULL, 0));
+  assert_fails_with(mori_hipFree(va), hipErrorInvalidValue, "is VMM address space");
+  assert_hip_ok(mori_hipMemAddressFree(va, GRAN));
+}
+
+static void memcpy_moves_data_between_host_malloc_and_mapped_memory(void **state) {
+  struct sim_window w;
+  unsigned char host[256], back[256], *dev = NULL;
+  for (int i = 0; i < 256; i++) host[i] = (unsigned char)(i ^ 0x5c);
+  window_open(&w, GRAN, hipMemHandleTypePosixFileDescriptor);
+  assert_hip_ok(mori_hipMalloc((void **)&dev, sizeof host));
+  assert_hip_ok(mori_hipMemcpy(dev, host, sizeof host, hipMemcpyHostToDevice));
+  assert_hip_ok(mori_hipMemcpy(w.va + GRAN - 256, dev, sizeof host, hipMemcpyDeviceToDevice));
+  assert_hip_ok(mori_hipMemcpy(back, w.va + GRAN - 256, sizeof back, hipMemcpyDefault));
+  assert_memory_equal(back, host, sizeof host);
+  assert_hip_ok(mori_hipFree(dev));
+  window_close(&w);
+}
+
+static void memcpy_rejects_null_pointers_and_unknown_kinds(void **state) {
+  char a[8] = {0};
+  assert_fails_with(mori_hipMemcpy(NULL, a, 8, hipMemcpyHostToHost), hipErrorInvalidValue,
+                    "hipMemcpy: contract: a required argument is NULL");
+  assert_fails_with(mori_hipMemcpy(a, NULL, 8, hipMemcpyHostToHost), hipErrorInvalidValue,
+                    "a required argument is NULL");
+  assert_fails_with(mori_hipMemcpy(a, a + 4, 4, (hipMemcpyKind)9), hipErrorInvalidValue,
+                    "contract: copy kind must be a hipMemcpyKind");
+}
+
+static void memcpy_into_reserved_but_unmapped_memory_fails_instead_of_faulting(void **state) {
+  char src[64] = {1};
+  void *va = NULL;
+  assert_hip_ok(mori_hipMemAddressReserve(&va, GRAN, 0, NULL, 0));
+  assert_fails_with(mori_hipMemcpy(va, src, sizeof src, hipMemcpyHostToDevice),
+                    hipErrorInvalidValue, "hipMemcpy: contract: address is not mapped");
+  assert_hip_ok(mori_hipMemAddressFree(va, GRAN));
+}
+
+static void memcpy_needs_the_access_set_on_the_mapping(void **state) {
+  hipMemAllocationProp prop = sim_prop(hipMemHandleTypePosixFileDescriptor);
+  hipMemAccessDesc ro = sim_access(hipMemAccessFlagsProtRead);
+  hipMemGenericAllocationHandle_t h = NULL;
+  unsigned char *va = NULL, buf[16] = {0};
+  assert_hip_ok(mori_hipMemCreate(&h, GRAN, &prop, 0));
+  assert_hip_ok(mori_hipMemAddressReserve((void **)&va, GRAN, 0, NULL, 0));
+  assert_hip_ok(mori_hipMemMap(va, GRAN, 0, h, 0));
+  assert_fails_with(mori_hipMemcpy(buf, va, sizeof buf, hipMemcpyDeviceToHost),
+                    hipErrorInvalidValue, "contract: mapped memory lacks the access this needs");
+  assert_hip_ok(mori_hipMemSetAccess(va, GRAN, &ro, 1));
+  assert_hip_ok(mori_hipMemcpy(buf, va, sizeof buf, hipMemcpyDeviceToHost));
+  assert_fails_with(mori_hipMemcpy(va, buf, sizeof buf, hipMemcpyHostToDevice),
+                    hipErrorInvalidValue, "needs read-write access");
+  assert_hip_ok(mori_hipMemUnmap(va, GRAN));
+  assert_hip_ok(mori_hipMemAddressFree(va, GRAN));
+  assert_hip_ok(mori_hipMemRelease(h));
+}
+
+static void memset_fills_mapped_memory_and_refuses_unmapped(void **state) {
+  struct sim_window w;
+  window_open(&w, 2 * GRAN, hipMemHandleTypePosixFileDescriptor);
+  assert_hip_ok(mori_hipMemset(w.va + 10, 0xee, GRAN));
+  assert_int_equal(w.va[9], 0);
+  assert_int_equal(w.va[10], 0xee);
+  assert_int_equal(w.va[GRAN + 9], 0xee);
+  assert_int_equal(w.va[GRAN + 10], 0);
+  assert_hip_ok(mori_hipMemUnmap(w.va, w.size));
+  assert_fails_with(mori_hipMemset(w.va, 0, 16), hipErrorInvalidValue,
+                    "hipMemset: contract: address is not mapped");
+  assert_hip_ok(mori_hipMemAddressFree(w.va, w.size));
+  assert_hip_ok(mori_hipMemRelease(w.handle));
+}
+
+/* ---- a stream wait released by another thread ---- */
+
+struct handoff {
+  uint32_t *flags; /* [0]: main -> worker, [1]: worker -> main */
+  hipError_t worker;
+};
+
+static void *echo_flag(void *arg) {
+  struct handoff *h = arg;
+  h->worker = mori_hipStreamWaitValue32(NULL, &h->flags[0], 1, hipStreamWaitValueEq, ~0u);
+  if (h->worker == hipSuccess) h->worker = mori_hipStreamWriteValue32(NULL, &h->flags[1], 2, 0);
+  return NULL;
+}
+
+static void stream_wait_returns_once_another_thread_writes(void **state) {
+  struct sim_window w;
+  pthread_t t;
+  window_open(&w, GRAN, hipMemHandleTypePosixFileDescriptor);
+  struct handoff h = {(uint32_t *)w.va, hipErrorUnknown};
+  assert_int_equal(pthread_create(&t, NULL, echo_flag, &h), 0);
+  assert_hip_ok(mori_hipStreamWriteValue32(NULL, &h.flags[0], 1, 0));
+  assert_hip_ok(mori_hipStreamWaitValue32(NULL, &h.flags[1], 2, hipStreamWaitValueGte, ~0u));
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_int_equal(h.worker, hipSuccess);
+  window_close(&w);
+}
+
+/* ---- the tables under concurrent use ---- */
+
+static void *churn(void *arg) {
+  hipError_t *result = arg;
+  for (int i = 0; i < 40 && *result == hipSuccess; i++) {
+    hipMemAllocationProp prop = sim_prop(hipMemHandleTypePosixFileDescriptor);
+    hipMemAccessDesc rw = sim_access(hipMemAccessFlagsProtReadWrite);
+    hipMemGenericAllocationHandle_t h = NULL;
+    unsigned char *va = NULL;
+    hipError_t e = mori_hipMemCreate(&h, GRAN, &prop, 0);
+    if (e == hipSuccess) e = mori_hipMemAddressReserve((void **)&va, GRAN, 0, NULL, 0);
+    if (e == hipSuccess) e = mori_hipMemMap(va, GRAN, 0, h, 0);
+    if (e == hipSuccess) e = mori_hipMemSetAccess(va, GRAN, &rw, 1);
+    if (e == hipSuccess) va[i] = (unsigned char)i;
+    if (e == hipSuccess) e = mori_hipMemUnmap(va, GRAN);
+    if (e == hipSuccess) e = mori_hipMemAddressFree(va, GRAN);
+    if (e == hipSuccess) e = mori_hipMemRelease(h);
+    *result = e;
+  }
+  return NULL;
+}
+
+static void concurrent_lifecycles_on_two_threads_leave_nothing_behind(void **state) {
+  pthread_t t[2];
+  hipError_t r[2] = {hipSuccess, hipSuccess};
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, churn, &r[i]), 0);
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+  assert_int_equal(r[0], hipSuccess);
+  assert_int_equal(r[1], hipSuccess);
+}
+
+int main(int argc, char **argv) {
+  self_exe = argv[0];
+  if (argc > 1 && strcmp(argv[1], "--select") == 0) return select_and_report();
+  sim_start(NULL, NULL, NULL); /* the defaults: gfx950, no quirks, 30 s waits */
+#define T(name) cmocka_unit_test_teardown(name, expect_no_leaks)
+  const struct CMUnitTest tests[] = {
+      T(default_profile_is_gfx950_with_eight_devices),
+      T(set_device_is_range_checked),
+      T(current_device_is_per_thread),
+      T(attributes_report_vmm_pci_bus_and_compute_units),
+      T(granularity_is_two_mib_minimum_and_recommended),
+      T(get_last_error_returns_the_last_result_once),
+      T(init_rejects_an_unknown_profile_listing_the_valid_ones),
+      T(init_rejects_an_unknown_quirk_naming_it),
+      T(init_rejects_a_device_count_that_is_not_a_number),
+      T(init_takes_devices_profile_and_quirks_from_the_environment),
+      T(malloc_gives_writable_memory_that_free_returns),
+      T(free_rejects_pointers_not_from_malloc),
+      T(memcpy_moves_data_between_host_malloc_and_mapped_memory),
+      T(memcpy_rejects_null_pointers_and_unknown_kinds),
+      T(memcpy_into_reserved_but_unmapped_memory_fails_instead_of_faulting),
+      T(memcpy_needs_the_access_set_on_the_mapping),
+      T(memset_fills_mapped_memory_and_refuses_unmapped),
+      T(stream_wait_returns_once_another_thread_writes),
+      T(concurrent_lifecycles_on_two_threads_leave_nothing_behind),
+  };
+  return cmocka_run_group_tests_name("sim_runtime", tests, NULL, NULL);
+}
