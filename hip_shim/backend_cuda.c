@@ -40,6 +40,7 @@ static struct {
   mori__cuMemFree_v2_fn MemFree;
   mori__cuMemcpy_fn Memcpy;
   mori__cuMemsetD8_v2_fn MemsetD8;
+  mori__cuMemGetInfo_v2_fn MemGetInfo;
   mori__cuStreamWriteValue32_v2_fn StreamWriteValue32;
   mori__cuStreamWaitValue32_v2_fn StreamWaitValue32;
 } cu;
@@ -72,6 +73,7 @@ static const struct mori__gpu_symbol cu_symbols[] = {
     MORI_GPU_SYMBOL("cuMemFree_v2", cu.MemFree),
     MORI_GPU_SYMBOL("cuMemcpy", cu.Memcpy),
     MORI_GPU_SYMBOL("cuMemsetD8_v2", cu.MemsetD8),
+    MORI_GPU_SYMBOL("cuMemGetInfo_v2", cu.MemGetInfo),
     MORI_GPU_SYMBOL("cuStreamWriteValue32_v2", cu.StreamWriteValue32),
     MORI_GPU_SYMBOL("cuStreamWaitValue32_v2", cu.StreamWaitValue32),
 };
@@ -394,6 +396,11 @@ static hipError_t cuda_memset(void *dst, int value, size_t size) {
   return e ? e : cu_check("cuMemsetD8", cu.MemsetD8(DPTR(dst), (unsigned char)value, size));
 }
 
+static hipError_t cuda_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
+  hipError_t e = current("cuMemGetInfo");
+  return e ? e : cu_check("cuMemGetInfo", cu.MemGetInfo(free_bytes, total_bytes));
+}
+
 static hipError_t cuda_get_device(int *device) {
   *device = thread_device;
   return hipSuccess;
@@ -520,6 +527,7 @@ const struct mori__shim_backend mori__shim_cuda = {
     .import_handle = cuda_import_handle,
     .malloc_ = cuda_malloc,
     .free_ = cuda_free,
+    .mem_get_info = cuda_mem_get_info,
     .memcpy_ = cuda_memcpy,
     .memset_ = cuda_memset,
     .get_device = cuda_get_device,

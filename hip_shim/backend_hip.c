@@ -69,6 +69,7 @@ static struct {
   hipError_t (*Free)(void *);
   hipError_t (*Memcpy)(void *, const void *, size_t, hipMemcpyKind);
   hipError_t (*Memset)(void *, int, size_t);
+  hipError_t (*MemGetInfo)(size_t *, size_t *);
   hipError_t (*GetDevice)(int *);
   hipError_t (*SetDevice)(int);
   hipError_t (*GetDeviceCount)(int *);
@@ -100,6 +101,7 @@ static const struct mori__gpu_symbol hip_symbols[] = {
     MORI_GPU_SYMBOL("hipFree", hip.Free),
     MORI_GPU_SYMBOL("hipMemcpy", hip.Memcpy),
     MORI_GPU_SYMBOL("hipMemset", hip.Memset),
+    MORI_GPU_SYMBOL("hipMemGetInfo", hip.MemGetInfo),
     MORI_GPU_SYMBOL("hipGetDevice", hip.GetDevice),
     MORI_GPU_SYMBOL("hipSetDevice", hip.SetDevice),
     MORI_GPU_SYMBOL("hipGetDeviceCount", hip.GetDeviceCount),
@@ -191,6 +193,10 @@ static hipError_t hip_free(void *ptr) { return HIP_CALL(Free, (ptr)); }
 
 static hipError_t hip_memcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
   return HIP_CALL(Memcpy, (dst, src, size, kind));
+}
+
+static hipError_t hip_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
+  return HIP_CALL(MemGetInfo, (free_bytes, total_bytes));
 }
 
 static hipError_t hip_memset(void *dst, int value, size_t size) {
@@ -350,6 +356,7 @@ const struct mori__shim_backend mori__shim_hip = {
     .import_handle = hip_import_handle,
     .malloc_ = hip_malloc,
     .free_ = hip_free,
+    .mem_get_info = hip_mem_get_info,
     .memcpy_ = hip_memcpy,
     .memset_ = hip_memset,
     .get_device = hip_get_device,

@@ -149,6 +149,7 @@ typedef mori__CUresult (*mori__cuMemImportFromShareableHandle_fn)(
     mori__CUmemAllocationHandleType type);
 typedef mori__CUresult (*mori__cuMemAlloc_v2_fn)(mori__CUdeviceptr *ptr, size_t size);
 typedef mori__CUresult (*mori__cuMemFree_v2_fn)(mori__CUdeviceptr ptr);
+typedef mori__CUresult (*mori__cuMemGetInfo_v2_fn)(size_t *free_bytes, size_t *total_bytes);
 typedef mori__CUresult (*mori__cuMemcpy_fn)(mori__CUdeviceptr dst, mori__CUdeviceptr src,
                                            size_t size);
 typedef mori__CUresult (*mori__cuMemsetD8_v2_fn)(mori__CUdeviceptr dst, unsigned char value,

@@ -349,6 +349,23 @@ static hipError_t sim_malloc(void **ptr, size_t size) {
   return e;
 }
 
+/* A device of MORI_SIM_DEVICE_BYTES (default 64 GiB) whose use is every
+ * live physical allocation and hipMalloc block of this process, so growth
+ * across cycles shows as it would on a GPU. */
+static hipError_t sim_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
+  if (free_bytes == NULL || total_bytes == NULL)
+    return mori__sim_contract("hipMemGetInfo", RULE_NULL_ARGUMENT, "free/total");
+  const char *env = getenv("MORI_SIM_DEVICE_BYTES");
+  size_t total = env ? (size_t)strtoull(env, NULL, 0) : (size_t)64 << 30;
+  pthread_mutex_lock(&mori__sim_lock);
+  size_t used = mori__sim_live_bytes();
+  for (size_t i = 0; i < nblocks; i++) used += blocks[i].size;
+  pthread_mutex_unlock(&mori__sim_lock);
+  *total_bytes = total;
+  *free_bytes = used < total ? total - used : 0;
+  return hipSuccess;
+}
+
 static hipError_t sim_free(void *ptr) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = free_locked(ptr);
@@ -450,6 +467,7 @@ const struct mori__shim_backend mori__shim_sim = {
     .free_ = sim_free,
     .memcpy_ = sim_memcpy,
     .memset_ = sim_memset,
+    .mem_get_info = sim_mem_get_info,
     .get_device = sim_get_device,
     .set_device = sim_set_device,
     .device_count = sim_device_count,

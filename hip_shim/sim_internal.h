@@ -133,5 +133,8 @@ hipError_t mori__sim_check_access(const char *call, const void *p, size_t n,
 int mori__sim_touches_fabric(const void *p, size_t n) MORI__SIM_HIDDEN;
 /* Whether [p, p + n) overlaps a reservation (hipFree must refuse those). */
 int mori__sim_in_reservation(const void *p, size_t n) MORI__SIM_HIDDEN;
+/* Bytes of physical memory still alive (held by a handle or a mapping);
+ * caller holds mori__sim_lock. */
+size_t mori__sim_live_bytes(void) MORI__SIM_HIDDEN;
 
 #endif

@@ -96,6 +96,13 @@ static void forget_oldest_dead(void) {
   }
 }
 
+size_t mori__sim_live_bytes(void) {
+  size_t n = 0;
+  for (size_t i = 0; i < nallocs; i++)
+    if (allocs[i]->memfd >= 0) n += allocs[i]->size;
+  return n;
+}
+
 /* Frees the memory once nothing holds it any more. */
 static void alloc_settle(struct sim_alloc *a) {
   if (a->handle_refs > 0 || a->map_refs > 0 || a->memfd < 0) return;

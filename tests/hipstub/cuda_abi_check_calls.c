@@ -52,5 +52,6 @@ SAME_PROTOTYPE(cuMemAlloc_v2);
 SAME_PROTOTYPE(cuMemFree_v2);
 SAME_PROTOTYPE(cuMemcpy);
 SAME_PROTOTYPE(cuMemsetD8_v2);
+SAME_PROTOTYPE(cuMemGetInfo_v2);
 SAME_PROTOTYPE(cuStreamWriteValue32_v2);
 SAME_PROTOTYPE(cuStreamWaitValue32_v2);

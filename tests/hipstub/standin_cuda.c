@@ -380,6 +380,11 @@ mori__CUresult cuMemcpy(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_t siz
                     : from_hip(mori__shim_sim.memcpy_(PTR(dst), PTR(src), size, hipMemcpyDefault));
 }
 
+mori__CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.mem_get_info(free_bytes, total_bytes));
+}
+
 mori__CUresult cuMemsetD8_v2(mori__CUdeviceptr dst, unsigned char value, size_t count) {
   mori__CUresult r = need_context();
   return r != CU_OK ? r : from_hip(mori__shim_sim.memset_(PTR(dst), value, count));

@@ -51,6 +51,7 @@ mori__CUresult cuMemAlloc_v2(mori__CUdeviceptr *ptr, size_t size);
 mori__CUresult cuMemFree_v2(mori__CUdeviceptr ptr);
 mori__CUresult cuMemcpy(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_t size);
 mori__CUresult cuMemsetD8_v2(mori__CUdeviceptr dst, unsigned char value, size_t count);
+mori__CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 mori__CUresult cuStreamWriteValue32_v2(mori__CUstream stream, mori__CUdeviceptr addr,
                                        unsigned int value, unsigned int flags);
 mori__CUresult cuStreamWaitValue32_v2(mori__CUstream stream, mori__CUdeviceptr addr,

@@ -214,6 +214,9 @@ hipError_t hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind
 }
 
 hipError_t hipMemset(void *dst, int value, size_t size) { SIM(memset_, (dst, value, size)); }
+hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  SIM(mem_get_info, (free_bytes, total_bytes));
+}
 hipError_t hipGetDevice(int *device) { SIM(get_device, (device)); }
 hipError_t hipSetDevice(int device) { SIM(set_device, (device)); }
 hipError_t hipGetDeviceCount(int *count) { SIM(device_count, (count)); }

@@ -41,6 +41,7 @@ hipError_t hipMalloc(void **ptr, size_t size);
 hipError_t hipFree(void *ptr);
 hipError_t hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind);
 hipError_t hipMemset(void *dst, int value, size_t size);
+hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 hipError_t hipGetDevice(int *device);
 hipError_t hipSetDevice(int device);
 hipError_t hipGetDeviceCount(int *count);
