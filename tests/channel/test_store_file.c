@@ -1,0 +1,276 @@
+/*
+ * test_store_file.c - the file store: what set, get and add promise to the
+ * processes of one job sharing a directory (labels: unit).
+ */
+#include "harness.h"
+#include "mori/error.h"
+#include "mori/store.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct fixture {
+  char *dir;
+  mori_store *store;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->dir = harness_tmpdir("store");
+  assert_non_null(f->dir);
+  assert_int_equal(mori_file_store_open(f->dir, &f->store), 0);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  f->store->destroy(f->store);
+  harness_remove_tree(f->dir);
+  free(f->dir);
+  free(f);
+  return 0;
+}
+
+/* get into a NUL-terminated string; asserts it succeeds. */
+static char *get_string(mori_store *s, const char *key) {
+  void *v = NULL;
+  size_t len = 0;
+  int rc = s->get(s, key, &v, &len, 1000);
+  if (rc != 0) fail_msg("get %s: %s", key, mori_last_error());
+  assert_int_equal(strlen(v), len);
+  return v;
+}
+
+static void get_returns_the_value_set(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  assert_int_equal(s->set(s, "alpha", "one", 3), 0);
+  char *v = get_string(s, "alpha");
+  assert_string_equal(v, "one");
+  free(v);
+}
+
+static void set_overwrites_the_previous_value(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  assert_int_equal(s->set(s, "k", "a longer first value", 20), 0);
+  assert_int_equal(s->set(s, "k", "short", 5), 0);
+  char *v = get_string(s, "k");
+  assert_string_equal(v, "short");
+  free(v);
+}
+
+static void values_are_binary_and_may_be_empty(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  uint8_t bytes[512];
+  for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (uint8_t)(i * 7); /* NULs included */
+  assert_int_equal(s->set(s, "bin", bytes, sizeof bytes), 0);
+  assert_int_equal(s->set(s, "empty", "", 0), 0);
+  void *v;
+  size_t len;
+  assert_int_equal(s->get(s, "bin", &v, &len, 0), 0);
+  assert_int_equal(len, sizeof bytes);
+  assert_memory_equal(v, bytes, sizeof bytes);
+  free(v);
+  assert_int_equal(s->get(s, "empty", &v, &len, 0), 0);
+  assert_int_equal(len, 0);
+  free(v);
+}
+
+/* Keys that differ only in characters a file name cannot hold as-is must
+ * stay distinct keys, each one file directly in the directory. */
+static void unsafe_key_characters_are_encoded_into_distinct_files(void **state) {
+  fixture *f = *state;
+  mori_store *s = f->store;
+  static const char *const keys[] = {"a/b", "a%2Fb", "a_b", "..", ".", "../escape",
+                                     "mori_symm/g 1/0/3", "\n\t"};
+  enum { NKEYS = sizeof keys / sizeof keys[0] };
+  for (int i = 0; i < NKEYS; i++) assert_int_equal(s->set(s, keys[i], &i, sizeof i), 0);
+  for (int i = 0; i < NKEYS; i++) {
+    void *v;
+    size_t len;
+    assert_int_equal(s->get(s, keys[i], &v, &len, 0), 0);
+    assert_int_equal(len, sizeof i);
+    assert_memory_equal(v, &i, sizeof i);
+    free(v);
+  }
+  DIR *d = opendir(f->dir);
+  int files = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    assert_int_equal(e->d_type, DT_REG); /* no subdirectory made from a '/' */
+    files++;
+  }
+  closedir(d);
+  assert_int_equal(files, NKEYS); /* and no temp file left behind */
+  char outside[4096];
+  snprintf(outside, sizeof outside, "%s/../escape", f->dir);
+  assert_int_not_equal(access(outside, F_OK), 0);
+}
+
+static void empty_key_is_rejected(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  assert_int_equal(s->set(s, "", "x", 1), MORI_EINVAL);
+}
+
+static void get_of_a_missing_key_times_out_naming_the_key(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  void *v = NULL;
+  size_t len;
+  assert_int_equal(s->get(s, "mori_symm/never/0", &v, &len, 30), MORI_ETIMEDOUT);
+  assert_null(v);
+  assert_non_null(strstr(mori_last_error(), "mori_symm/never/0"));
+}
+
+static int set_later(int rank, int n, void *arg) {
+  mori_store *s;
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  if (mori_file_store_open(arg, &s) != 0) return 1;
+  int rc = s->set(s, "late", "arrived", 7);
+  s->destroy(s);
+  return rc;
+}
+
+/* The child sets after the parent has started waiting (the child is not
+ * waited for until get returns). */
+static void get_waits_for_a_key_set_later_by_another_process(void **state) {
+  fixture *f = *state;
+  mori_store *s = f->store;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) _exit(set_later(0, 1, f->dir));
+  char *v = get_string(s, "late");
+  assert_string_equal(v, "arrived");
+  free(v);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void add_starts_from_zero_and_accumulates(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  int64_t v = -1;
+  assert_int_equal(s->add(s, "n", 5, &v), 0);
+  assert_int_equal(v, 5);
+  assert_int_equal(s->add(s, "n", -7, &v), 0);
+  assert_int_equal(v, -2);
+  char *text = get_string(s, "n"); /* decimal text, as torch's stores keep it */
+  assert_string_equal(text, "-2");
+  free(text);
+}
+
+static void add_to_a_non_integer_value_fails_and_keeps_it(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  int64_t v = 0;
+  assert_int_equal(s->set(s, "word", "12abc", 5), 0);
+  assert_int_equal(s->add(s, "word", 1, &v), MORI_EINVAL);
+  assert_non_null(strstr(mori_last_error(), "word"));
+  char *text = get_string(s, "word");
+  assert_string_equal(text, "12abc");
+  free(text);
+}
+
+static void add_that_would_overflow_fails(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  int64_t v = 0;
+  assert_int_equal(s->add(s, "big", INT64_MAX, &v), 0);
+  assert_int_equal(s->add(s, "big", 1, &v), MORI_ERANGE);
+  assert_int_equal(s->add(s, "big", 0, &v), 0);
+  assert_true(v == INT64_MAX);
+}
+
+enum { ADDERS = 6, ADDS_EACH = 40 };
+
+typedef struct adders {
+  int results_w; /* each result goes down this pipe */
+  const char *dir;
+} adders;
+
+/* Each process adds 1 ADDS_EACH times and reports every result it saw. */
+static int add_many(int rank, int n, void *arg) {
+  const adders *a = arg;
+  mori_store *s;
+  if (mori_file_store_open(a->dir, &s) != 0) return 1;
+  int rc = 0;
+  for (int i = 0; i < ADDS_EACH && rc == 0; i++) {
+    int64_t v;
+    rc = s->add(s, "counter", 1, &v);
+    if (rc == 0 && write(a->results_w, &v, sizeof v) != sizeof v) rc = 1;
+  }
+  s->destroy(s);
+  return rc;
+}
+
+/* Concurrent adds neither lose an update nor hand out one value twice: the
+ * results seen across processes are exactly 1..total. */
+static void concurrent_adds_from_forked_processes_sum_exactly(void **state) {
+  fixture *f = *state;
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  adders arg = {fds[1], f->dir};
+  assert_int_equal(harness_run_ranks(ADDERS, add_many, &arg), 0);
+  close(fds[1]);
+  uint8_t seen[ADDERS * ADDS_EACH + 1] = {0};
+  int64_t v;
+  int count = 0;
+  while (read(fds[0], &v, sizeof v) == sizeof v) {
+    assert_in_range(v, 1, ADDERS * ADDS_EACH);
+    assert_int_equal(seen[v]++, 0);
+    count++;
+  }
+  close(fds[0]);
+  assert_int_equal(count, ADDERS * ADDS_EACH);
+  char *text = get_string(f->store, "counter");
+  assert_int_equal(atoi(text), ADDERS * ADDS_EACH);
+  free(text);
+}
+
+static void open_creates_missing_directories_0700(void **state) {
+  fixture *f = *state;
+  char nested[4096];
+  struct stat st;
+  mori_store *s;
+  snprintf(nested, sizeof nested, "%s/sub/store", f->dir);
+  assert_int_equal(mori_file_store_open(nested, &s), 0);
+  assert_int_equal(stat(nested, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_mode & 0777, 0700);
+  s->destroy(s); /* and leaves the directory in place */
+  assert_int_equal(stat(nested, &st), 0);
+}
+
+int main(void) {
+  umask(022);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(get_returns_the_value_set, setup, teardown),
+      cmocka_unit_test_setup_teardown(set_overwrites_the_previous_value, setup, teardown),
+      cmocka_unit_test_setup_teardown(values_are_binary_and_may_be_empty, setup, teardown),
+      cmocka_unit_test_setup_teardown(unsafe_key_characters_are_encoded_into_distinct_files,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(empty_key_is_rejected, setup, teardown),
+      cmocka_unit_test_setup_teardown(get_of_a_missing_key_times_out_naming_the_key, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(get_waits_for_a_key_set_later_by_another_process, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(add_starts_from_zero_and_accumulates, setup, teardown),
+      cmocka_unit_test_setup_teardown(add_to_a_non_integer_value_fails_and_keeps_it, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(add_that_would_overflow_fails, setup, teardown),
+      cmocka_unit_test_setup_teardown(concurrent_adds_from_forked_processes_sum_exactly, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(open_creates_missing_directories_0700, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
