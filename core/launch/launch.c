@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,11 @@ static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const cha
   mori_store *store = NULL;
   snprintf(rank_text, sizeof rank_text, "%d", rank);
   setenv("MORI_RANK", rank_text, 1); /* the fault shim reads its rank here */
+  /* Sockets under the launch directory, which is removed whatever happens
+   * to the rank (a rank that dies cannot remove its own). */
+  char sockets[4096];
+  snprintf(sockets, sizeof sockets, "%s/sockets", dir);
+  setenv("MORI_SYMM_SOCKET_DIR", sockets, 1);
   int rc = mori_file_store_open(dir, &store);
   if (rc != 0) {
     snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);
@@ -72,6 +78,9 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                 mori_rank_result *results) {
   char dir[] = "/tmp/mori-launch-XXXXXX";
   if (mkdtemp(dir) == NULL) return world;
+  char sockets[sizeof dir + 16];
+  snprintf(sockets, sizeof sockets, "%s/sockets", dir);
+  (void)mkdir(sockets, 0700);
   pid_t *pids = calloc((size_t)world, sizeof *pids);
   struct pollfd *pfd = calloc((size_t)world, sizeof *pfd);
   size_t *got = calloc((size_t)world, sizeof *got);

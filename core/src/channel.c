@@ -32,12 +32,15 @@
 /* While a send waits for room in a peer's queue, poll wakes this often to
  * retry it: a drained queue raises no event on the sender's socket. */
 #define SEND_RETRY_MS 1
+#define ABORT_CHECK_MS 5
 /* Rank lists in error messages stop after this many. */
 #define LIST_RANKS_MAX 16
 
 struct mori_channel {
   int fd;
   uint64_t window_seq;
+  int (*abort_check)(void *ctx); /* nonzero: a peer gave up; stop waiting */
+  void *abort_ctx;
   char name[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
@@ -405,8 +408,11 @@ static int exchange_run(exchange *x, int timeout_ms) {
     if (x->to_send == 0 && x->to_receive == 0) return 0;
     long long left = deadline - now_ms();
     if (left <= 0) return timeout_error(x, timeout_ms);
+    if (x->ch->abort_check != NULL) MORI_GUARD(x->ch->abort_check(x->ch->abort_ctx));
     struct pollfd p = {x->ch->fd, POLLIN, 0};
-    int wait = (int)(x->to_send && left > SEND_RETRY_MS ? SEND_RETRY_MS : left);
+    /* With an abort check, wake up now and then to run it. */
+    long long slice = x->to_send ? SEND_RETRY_MS : x->ch->abort_check ? ABORT_CHECK_MS : left;
+    int wait = (int)(left > slice ? slice : left);
     if (poll(&p, 1, wait) < 0 && errno != EINTR)
       return mori__error(MORI_EIO, "poll(%s): %s", x->ch->name, strerror(errno));
   }
@@ -423,6 +429,11 @@ static int exchange_check_args(const mori_channel *ch, const mori_request *reqs,
     return mori__error(MORI_EINVAL, "own request names socket '%s', this channel is '%s'",
                        reqs[self].socket_name, ch->name);
   return 0;
+}
+
+void mori_channel_set_abort_check(mori_channel *ch, int (*check)(void *ctx), void *ctx) {
+  ch->abort_check = check;
+  ch->abort_ctx = ctx;
 }
 
 int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world, int self,

@@ -53,6 +53,29 @@ static void store_key(char *out, size_t n, const mori_window *w, const char *wha
   snprintf(out, n, "mori_symm/%s/%llu/%s/%d", w->group, (unsigned long long)w->seq, what, rank);
 }
 
+/* MORI_EPEER if a peer published an abort for this rendezvous. */
+static int check_abort(mori_window *w, mori_store *store, const char *what) {
+  char key[512];
+  void *why = NULL;
+  size_t why_len = 0;
+  store_key(key, sizeof key, w, "abort", 0);
+  if (store->get(store, key, &why, &why_len, 0) != 0) return 0;
+  int rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s", what,
+                       (int)why_len, (const char *)why);
+  free(why);
+  return rc;
+}
+
+struct abort_ctx {
+  mori_window *w;
+  mori_store *store;
+};
+
+static int channel_abort_check(void *ctx) {
+  struct abort_ctx *a = ctx;
+  return check_abort(a->w, a->store, "fd datagrams");
+}
+
 /* Gets what/<r> for every rank r != self.  Polls in short slices so that
  * an abort key published by a failing peer ends the wait early; on a
  * timeout names every rank still missing. */
@@ -70,15 +93,7 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
       else if (get != MORI_ETIMEDOUT) return get;
     }
     if (remaining == 0) return 0;
-    void *why = NULL;
-    size_t why_len = 0;
-    store_key(key, sizeof key, w, "abort", 0);
-    if (store->get(store, key, &why, &why_len, 0) == 0) {
-      int rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s",
-                           what, (int)why_len, (const char *)why);
-      free(why);
-      return rc;
-    }
+    MORI_GUARD(check_abort(w, store, what));
     if (mori__now_us() > deadline) break;
   }
   for (int r = 0, n = 0; r < w->world; r++)
@@ -173,10 +188,12 @@ static int import_peer(mori_window *w, const mori_request *q, int fd) {
   return mori_fsm_push(&w->fsm, MORI_RES_IMPORTED_HANDLE, (uintptr_t)h, 0, (int)q->rank);
 }
 
-static int exchange_fds(mori_window *w, mori_channel *ch, const mori_request *reqs,
-                        int timeout_ms) {
+static int exchange_fds(mori_window *w, mori_store *store, mori_channel *ch,
+                        const mori_request *reqs, int timeout_ms) {
   int *fds = malloc((size_t)w->world * sizeof *fds);
   if (fds == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  struct abort_ctx actx = {w, store};
+  mori_channel_set_abort_check(ch, channel_abort_check, &actx);
   int rc = mori_channel_exchange(ch, reqs, w->world, w->rank, w->seq, w->block->exported_fd,
                                  fds, timeout_ms);
   /* Received fds stay open until the imported handle is released: some
@@ -211,7 +228,7 @@ static int publish(mori_window *w, mori_store *store, mori_request *reqs, int ti
   w->handle_type = (int)info.handle_type;
   w->direct_access = info.world_within_direct_access;
   if (fd_path) {
-    MORI_GUARD(exchange_fds(w, ch, reqs, timeout_ms));
+    MORI_GUARD(exchange_fds(w, store, ch, reqs, timeout_ms));
     /* The socket has done its work; closing it now bounds fd use. */
     (void)mori_fsm_forget(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch);
     mori_channel_close(ch);

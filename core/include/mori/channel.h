@@ -33,6 +33,11 @@ int mori_channel_fd(const mori_channel *ch);
 int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world, int self,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms);
 
+/* While exchanging, check() is called every few milliseconds; a negative
+ * return (with its message set) ends the exchange with that error: how a
+ * peer's published abort stops this rank from waiting out its timeout. */
+void mori_channel_set_abort_check(mori_channel *ch, int (*check)(void *ctx), void *ctx);
+
 /* Closes the socket and unlinks its path. */
 void mori_channel_close(mori_channel *ch);
 
