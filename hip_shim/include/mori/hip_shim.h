@@ -136,15 +136,20 @@ typedef struct ihipStream_t *hipStream_t;
 typedef void *hipDeviceptr_t;
 
 /* The ABI is what mori's HIP backend passes to libamdhip64 by pointer. */
-_Static_assert(sizeof(hipMemLocation) == 8, "hipMemLocation ABI");
-_Static_assert(sizeof(hipMemAllocationProp) == 32, "hipMemAllocationProp ABI");
-_Static_assert(offsetof(hipMemAllocationProp, requestedHandleType) == 4, "ABI");
-_Static_assert(offsetof(hipMemAllocationProp, location) == 8, "ABI");
-_Static_assert(offsetof(hipMemAllocationProp, win32HandleMetaData) == 16, "ABI");
-_Static_assert(offsetof(hipMemAllocationProp, allocFlags) == 24, "ABI");
-_Static_assert(sizeof(hipMemAccessDesc) == 12, "hipMemAccessDesc ABI");
-_Static_assert(sizeof(hipMemFabricHandle_t) == 64, "fabric handle ABI");
-_Static_assert(sizeof(hipError_t) == 4, "hipError_t ABI");
+#ifdef __cplusplus
+#define MORI_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define MORI_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+MORI_STATIC_ASSERT(sizeof(hipMemLocation) == 8, "hipMemLocation ABI");
+MORI_STATIC_ASSERT(sizeof(hipMemAllocationProp) == 32, "hipMemAllocationProp ABI");
+MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, requestedHandleType) == 4, "ABI");
+MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, location) == 8, "ABI");
+MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, win32HandleMetaData) == 16, "ABI");
+MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, allocFlags) == 24, "ABI");
+MORI_STATIC_ASSERT(sizeof(hipMemAccessDesc) == 12, "hipMemAccessDesc ABI");
+MORI_STATIC_ASSERT(sizeof(hipMemFabricHandle_t) == 64, "fabric handle ABI");
+MORI_STATIC_ASSERT(sizeof(hipError_t) == 4, "hipError_t ABI");
 
 /* ---- the shim's functions (one per HIP call; same contract as HIP) ---- */
 

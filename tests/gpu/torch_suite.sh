@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The torch adapter on a GPU host: install the mori package into the current
+# environment (its torch; no network, no build isolation), then the pytest
+# suite over 2 GPUs (or 1), the example and the all-to-all benchmark.  Each
+# step logs to $OUT/<step>.log (default ./gpu-results/torch) and the suite
+# goes on past a failed step; the exit status is nonzero if any failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+OUT=${OUT:-$PWD/gpu-results/torch}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+passed=()
+failed=()
+
+step() {
+  local name=$1; shift
+  echo "=== torch $name: $*"
+  local t0=$SECONDS
+  if "$@" 2>&1 | tee "$OUT/$name.log"; then
+    passed+=("$name")
+    echo "=== PASS torch $name ($((SECONDS - t0)) s)"
+  else
+    failed+=("$name")
+    echo "=== FAIL torch $name ($((SECONDS - t0)) s)"
+  fi
+}
+
+# Without pip's build backend (scikit-build-core) the same CMake build is
+# run by hand and the package laid out under $STAGE, put on PYTHONPATH.
+STAGE=$PWD/build-torch-stage
+cmake_install() {
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B build-torch "${gen[@]}" -DMORI_BUILD_TORCH=ON -DMORI_BUILD_TESTS=OFF \
+        -DMORI_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE="$(command -v "$PY")" &&
+    cmake --build build-torch --target mori_torch_ext -j "$(nproc)" &&
+    rm -rf "$STAGE" && cmake --install build-torch --prefix "$STAGE"
+}
+
+NGPU=$("$PY" -c 'import torch; print(min(2, torch.cuda.device_count()))' 2>/dev/null || echo 0)
+{
+  echo "python: $(command -v "$PY") ($("$PY" --version 2>&1))"
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip, "gpus", torch.cuda.device_count())'
+  echo "ranks: $NGPU"
+} 2>&1 | tee "$OUT/env.log"
+
+step install "$PY" -m pip install --no-build-isolation -v .
+if [[ " ${failed[*]} " == *" install "* ]]; then
+  step install_cmake cmake_install
+  export PYTHONPATH="$STAGE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+# From another directory, so that the installed package is what loads.
+step import bash -c "cd /tmp && '$PY' -c 'import mori.allocator as m, torch.distributed._symmetric_memory as s; s.set_backend(\"MORI\"); print(\"mori.allocator from\", m.__file__, \"shim\", m.shim_backend())'"
+
+if [ "$NGPU" -ge 1 ]; then
+  step pytest "$PY" -m pytest -v -s -rA --junitxml="$OUT/pytest.xml" torch/tests
+  step example "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" examples/all2all_torch.py
+  step bench "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" bench/all2all.py
+else
+  echo "=== torch: no GPU visible to torch; pytest, example and bench not run"
+  failed+=("no_gpu")
+fi
+
+echo "torch suite passed: ${passed[*]:-none}"
+echo "torch suite failed: ${failed[*]:-none}"
+echo "torch suite: ${#passed[@]} passed, ${#failed[@]} failed" | tee "$OUT/summary.txt"
+[ ${#failed[@]} -eq 0 ]

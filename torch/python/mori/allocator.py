@@ -1,0 +1,98 @@
+"""The MORI SymmetricMemory backend for torch.
+
+Importing this module loads the extension, which registers "MORI" with
+torch (``register_availability``), binds the GPU shim to the runtime torch
+was built for, and arranges teardown from an ``atexit`` hook (static
+destructors run after the GPU runtime has begun unwinding)::
+
+    import torch.distributed._symmetric_memory as symm_mem
+    import mori.allocator
+    symm_mem.set_backend("MORI")
+    t = symm_mem.empty(1024, dtype=torch.bfloat16, device=device)
+    hdl = symm_mem.rendezvous(t, group_name)
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import Any
+
+import torch  # before the extension: it links against libtorch
+import torch.distributed  # noqa: F401  (registers _SymmetricMemory, which window_info takes)
+
+from mori import _C
+
+__all__ = [
+    "backend_name",
+    "release_all",
+    "shim_backend",
+    "signal_pad_supported",
+    "stats",
+    "window_info",
+    "world_within_direct_access",
+]
+
+backend_name = "MORI"
+
+
+def _default_shim() -> str:
+    # ROCm torch reports torch.version.hip; CUDA torch runs the cuda shim.
+    chosen = os.environ.get("MORI_SYMM_SHIM", "")
+    if chosen:
+        return chosen
+    return "hip" if torch.version.hip is not None else "cuda"
+
+
+_C._prefer_shim(_default_shim())
+
+
+def signal_pad_supported() -> bool:
+    """True: this build reserves torch's signal pad and implements barrier,
+    put_signal and wait_signal, which torch's own collectives need."""
+    return True
+
+
+def shim_backend() -> str:
+    """The GPU shim backend in use ("cuda", "hip" or "sim"); brings it up."""
+    return _C.shim_backend()
+
+
+def release_all() -> None:
+    """Tear down every window and block now.  Tensors still referring to them
+    must not be used afterwards; torch's later frees of them are ignored."""
+    _C.release_all()
+
+
+def stats() -> dict[str, int]:
+    """Live blocks and windows, rendezvous counts, cache hits (the adapter's
+    ``cache_hits`` and the core's ``core_cache_hits``) and the shim's ledger
+    of live runtime resources (``ledger_total`` is 0 after release_all)."""
+    return dict(_C.stats())
+
+
+def window_info(handle: Any) -> dict[str, Any]:
+    """Facts about the window behind a handle from ``symm_mem.rendezvous``:
+    group, rank, world_size, device, offset, buffer_size, signal_pad_size,
+    handle_type ("fabric" or "posix_fd"), world_within_direct_access, the
+    flat span and its stride, and whether the window is still live."""
+    return dict(_C.window_info(handle))
+
+
+def world_within_direct_access(handle: Any) -> bool:
+    """SymmetricMemory::world_within_direct_access() of a handle: whether every
+    peer is reachable by load/store (computed from the peers' requests)."""
+    return bool(_C.window_info(handle)["world_within_direct_access"])
+
+
+def _release_at_exit() -> None:
+    if not _C.teardown_enabled():
+        return
+    try:
+        _C.release_all()
+    except RuntimeError as e:  # report, never raise from an exit hook
+        print(f"mori.allocator: teardown at exit failed: {e}", file=sys.stderr)
+
+
+atexit.register(_release_at_exit)
