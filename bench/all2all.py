@@ -96,11 +96,18 @@ def bench_size(size: int, rank: int, world: int, device, group: str, args) -> No
     blocks_per_peer = max(1, min(-(-chunk // BLOCK), 2 * sms // world))
     grid = (world * blocks_per_peer,)
 
-    def triton_push():
-        hdl.barrier(channel=0)  # every receive slot is free
+    def push_only():
         push_all2all[grid](src, hdl.buffer_ptrs_dev, rank, hdl.offset // 4, chunk,
                            blocks_per_peer, BLOCK=BLOCK, num_warps=4)
+
+    def triton_push():
+        hdl.barrier(channel=0)  # every receive slot is free
+        push_only()
         hdl.barrier(channel=0)  # every push has landed
+
+    def barriers_only():
+        hdl.barrier(channel=0)
+        hdl.barrier(channel=0)
 
     def copy_engine():
         hdl.barrier(channel=0)
@@ -115,10 +122,18 @@ def bench_size(size: int, rank: int, world: int, device, group: str, args) -> No
     def nccl():
         dist.all_to_all_single(nccl_out, src)
 
-    paths = [("triton push", triton_push, recv)] if triton is not None else []
+    # push alone (back to back, no barrier) separates the copy rate from the
+    # cost of the two stream-memop barriers, timed on their own last.
+    paths = ([("triton push", triton_push, recv), ("push only", push_only, recv)]
+             if triton is not None else [])
     paths.append(("copy_ (CE)", copy_engine, recv))
     if not args.no_nccl:
         paths.append(("nccl a2a", nccl, nccl_out))
+    dist.barrier()
+    dt = timed(barriers_only, args.iters)
+    if rank == 0:
+        print(f"all2all {'2 barriers':12s} {size >> 10:6d} KiB/peer x {world} ranks: "
+              f"{dt * 1e6:9.1f} us/iter (signal-pad barriers alone)", flush=True)
     for name, fn, out in paths:
         out.zero_()
         torch.cuda.synchronize()
