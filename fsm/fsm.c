@@ -102,23 +102,23 @@ static const mori__fsm_invariant invariants[] = {
  * or mapped from).  Received fds and imports share a tier: they alternate
  * peer by peer. */
 const mori__res_info mori__res_infos[MORI_RES__COUNT] = {
-    [MORI_RES_PHYS_HANDLE] = {"PHYS_HANDLE", "physical handle", "physical handles", 0, 0, 0},
+    [MORI_RES_PHYS_HANDLE] = {"PHYS_HANDLE", "physical handle", "physical handles", 0, 0, 0, 0},
     [MORI_RES_LOCAL_RESERVATION] = {"LOCAL_RESERVATION", "local reservation",
-                                    "local reservations", 0, 0, 1},
-    [MORI_RES_LOCAL_MAPPING] = {"LOCAL_MAPPING", "local mapping", "local mappings", 0, 0, 2},
+                                    "local reservations", 0, 0, 1, 0},
+    [MORI_RES_LOCAL_MAPPING] = {"LOCAL_MAPPING", "local mapping", "local mappings", 0, 0, 2, 0},
     /* Deferred: on some ROCm releases an exported fd's lifetime is tied to
      * the physical allocation, and closing it before the final hipMemRelease
      * corrupts that release (mori #618; docs/quirks.md, export-fd-lifetime). */
     [MORI_RES_EXPORTED_FD] = {"EXPORTED_FD", "exported fd", "exported fds", 0, 0, 3, 1},
-    [MORI_RES_BLOCK_REF] = {"BLOCK_REF", "block reference", "block references", 0, 0, 4},
-    [MORI_RES_CHANNEL] = {"CHANNEL", "channel", "channels", 0, 0, 5},
-    [MORI_RES_RECEIVED_FD] = {"RECEIVED_FD", "received fd", "received fds", 1, 1, 6},
+    [MORI_RES_BLOCK_REF] = {"BLOCK_REF", "block reference", "block references", 0, 0, 4, 0},
+    [MORI_RES_CHANNEL] = {"CHANNEL", "channel", "channels", 0, 0, 5, 0},
+    [MORI_RES_RECEIVED_FD] = {"RECEIVED_FD", "received fd", "received fds", 1, 1, 6, 0},
     [MORI_RES_IMPORTED_HANDLE] = {"IMPORTED_HANDLE", "imported handle", "imported handles", 1, 1,
-                                  6},
+                                  6, 0},
     [MORI_RES_SPAN_RESERVATION] = {"SPAN_RESERVATION", "span reservation", "span reservations", 0,
-                                   0, 7},
-    [MORI_RES_SLOT_MAPPING] = {"SLOT_MAPPING", "slot mapping", "slot mappings", 1, 0, 8},
-    [MORI_RES_DEVICE_TABLE] = {"DEVICE_TABLE", "device table", "device tables", 0, 0, 9},
+                                   0, 7, 0},
+    [MORI_RES_SLOT_MAPPING] = {"SLOT_MAPPING", "slot mapping", "slot mappings", 1, 0, 8, 0},
+    [MORI_RES_DEVICE_TABLE] = {"DEVICE_TABLE", "device table", "device tables", 0, 0, 9, 0},
 };
 
 #define B MORI_FSM_BLOCK

@@ -7,4 +7,5 @@ bash scripts/deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -G Ninja
 cmake --build build -j "$jobs"
+bash fuzz/ci.sh --build-only   # clang + libFuzzer tree; run by fuzz.libfuzzer_suite
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"

@@ -230,7 +230,7 @@ static int alloc_locked(size_t size, int device, void **ptr) {
     if (rc == 0) rc = table_insert(b);
   }
   if (rc != 0) {
-    (void)mori_fsm_fail(&b->fsm, mori__release_entry, NULL);
+    (void)mori__unwind(&b->fsm, 1);
     mori_fsm_destroy(&b->fsm);
     free(b);
     mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);
@@ -259,13 +259,18 @@ int mori_symm_alloc(size_t size, int device, void **ptr) {
 
 int mori__block_destroy(mori_block *b) {
   int first = 0;
+  char message[1024] = "";
   while (b->windows != NULL) {
     int rc = mori__window_destroy(b->windows);
-    if (rc != 0 && first == 0) first = rc;
+    if (rc != 0 && first == 0) {
+      first = rc;
+      snprintf(message, sizeof message, "%s", mori_last_error());
+    }
   }
   (void)mori_hipSetDevice(b->device);
-  int rc = mori_fsm_release(&b->fsm, mori__release_entry, NULL);
+  int rc = mori__unwind(&b->fsm, 0);
   if (rc != 0 && first == 0) first = rc;
+  else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
   table_remove(b);
   mori_fsm_destroy(&b->fsm);
   free(b);

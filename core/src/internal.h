@@ -34,6 +34,11 @@ double mori__now_us(void);
 
 /* The ledger's release callback: one row per resource kind. */
 int mori__release_entry(void *ctx, const mori_ledger_entry *e);
+/* RELEASE (fail = 0) or FAIL (fail = 1) through mori__release_entry.  A
+ * release reports its first failure with that failure's message; a
+ * rollback keeps the message of the error that caused it, adding the first
+ * rollback failure, if any. */
+int mori__unwind(mori_fsm *m, int fail);
 /* Runs a shim call and turns a failure into MORI_EHIP naming it. */
 #define MORI_HIP(call, expr)                                                         \
   do {                                                                               \

@@ -51,10 +51,41 @@ static int (*const release_row[MORI_RES__COUNT])(const mori_ledger_entry *) = {
     [MORI_RES_DEVICE_TABLE] = free_device,
 };
 
+/* The first failure of an unwind: later failures must not overwrite its
+ * message, since it names the call that went wrong first. */
+struct unwind_first {
+  int rc;
+  char message[1024];
+};
+
 int mori__release_entry(void *ctx, const mori_ledger_entry *e) {
-  (void)ctx;
   if ((unsigned)e->kind >= MORI_RES__COUNT || release_row[e->kind] == NULL) return 0;
   MORI_LOG(MORI_LOG_TRACE, -1, -1, "release %s 0x%lx size %zu aux %d", mori_res_name(e->kind),
            (unsigned long)e->value, e->size, e->aux);
-  return release_row[e->kind](e);
+  int rc = release_row[e->kind](e);
+  struct unwind_first *first = ctx;
+  if (rc != 0 && first != NULL && first->rc == 0) {
+    first->rc = rc;
+    snprintf(first->message, sizeof first->message, "%s", mori_last_error());
+  }
+  return rc;
+}
+
+int mori__unwind(mori_fsm *m, int fail) {
+  struct unwind_first first = {0, ""};
+  char original[1024];
+  snprintf(original, sizeof original, "%s", mori_last_error());
+  int rc = fail ? mori_fsm_fail(m, mori__release_entry, &first)
+                : mori_fsm_release(m, mori__release_entry, &first);
+  if (fail) {
+    /* The error that caused the rollback is the one to report. */
+    if (first.rc != 0)
+      mori__error(first.rc, "%s (rollback also failed: %s)", original, first.message);
+    else
+      mori__error(MORI_OK, "%s", original);
+    return first.rc;
+  }
+  if (first.rc != 0) return mori__error(first.rc, "%s", first.message);
+  if (rc != 0) return mori__error(MORI_ESTATE, "release: %s", m->why);
+  return 0;
 }

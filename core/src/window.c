@@ -348,7 +348,7 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
   free(reqs);
   if (rc != 0) {
     if (rc != MORI_EPEER) publish_abort(w, store);
-    (void)mori_fsm_fail(&w->fsm, mori__release_entry, NULL);
+    (void)mori__unwind(&w->fsm, 1);
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", rank,
                        group, w->id, (unsigned long long)seq);
     MORI_LOG(MORI_LOG_WARN, rank, w->id, "%s", mori_last_error());
@@ -413,8 +413,11 @@ int mori__window_destroy(mori_window *w) {
   /* Nothing may still be in flight to or from the slots being unmapped. */
   hipError_t e = mori_hipDeviceSynchronize();
   int rc = e == hipSuccess ? 0 : mori__hip_error("hipDeviceSynchronize", e);
-  int rel = mori_fsm_release(&w->fsm, mori__release_entry, NULL);
+  char message[1024];
+  snprintf(message, sizeof message, "%s", mori_last_error());
+  int rel = mori__unwind(&w->fsm, 0);
   if (rc == 0) rc = rel;
+  else mori__error(rc, "%s", message); /* the first failure wins */
   if (rc != 0) mori__error_prefix("rank %d window %ld teardown: ", w->rank, w->id);
   MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "released group %s%s", w->group, rc ? " (errors)" : "");
   stat_windows_live--;

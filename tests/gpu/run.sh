@@ -50,7 +50,9 @@ if [ "$NGPU" -ge 2 ]; then
 else
   step cycles_1_rank $BIN/mori-symm cycles --shim "$SHIM" --ranks 1 --count 1000 --size 2M
 fi
-if [ -f tests/gpu/torch_suite.sh ] && python3 -c 'import torch' 2>/dev/null; then
+# MORI_GPU_SKIP_TORCH=1 runs only the C suite (the torch suite takes minutes).
+if [ -z "${MORI_GPU_SKIP_TORCH:-}" ] && [ -f tests/gpu/torch_suite.sh ] &&
+   python3 -c 'import torch' 2>/dev/null; then
   step torch_suite env OUT="$RES/torch" bash tests/gpu/torch_suite.sh
 fi
 

@@ -1,0 +1,52 @@
+/*
+ * control.c - reaching a loaded libmori_faultinject.so from the program it
+ * is preloaded into: through dlsym, so that the same test or tool runs with
+ * and without the fault shim and can say which.
+ */
+#include "mori/fi.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+static void *preload_symbol(const char *name) { return dlsym(RTLD_DEFAULT, name); }
+
+int mori_fi_loaded(void) { return preload_symbol("mori_fi_preload_configure") != NULL; }
+
+int mori_fi_control(const char *spec, char *err, size_t errlen) {
+  int (*configure)(const char *, char *, size_t);
+  *(void **)&configure = preload_symbol("mori_fi_preload_configure");
+  if (configure == NULL) {
+    if (err && errlen) snprintf(err, errlen, "libmori_faultinject.so is not loaded (LD_PRELOAD)");
+    return -1;
+  }
+  return configure(spec, err, errlen);
+}
+
+static long count(const char *name) {
+  long (*fn)(void);
+  *(void **)&fn = preload_symbol(name);
+  return fn ? fn() : -1;
+}
+
+static int count_int(const char *name) {
+  int (*fn)(void);
+  *(void **)&fn = preload_symbol(name);
+  return fn ? fn() : 0;
+}
+
+long mori_fi_injected(void) { return count("mori_fi_preload_injected"); }
+long mori_fi_calls(void) { return count("mori_fi_preload_calls"); }
+
+const char *mori_fi_last_fault(void) {
+  int (*fn)(void);
+  *(void **)&fn = preload_symbol("mori_fi_preload_last_fault");
+  return fn ? mori_fi_call_name(fn()) : NULL;
+}
+
+int mori_fi_delivered(int *senders, int max) {
+  int (*fn)(int *, int);
+  *(void **)&fn = preload_symbol("mori_fi_preload_delivered");
+  return fn ? fn(senders, max) : -1;
+}
+
+int mori_fi_own_fds(void) { return count_int("mori_fi_preload_fds"); }

@@ -1,0 +1,34 @@
+/*
+ * fi_internal.h - what the files of faultinject/ share beyond fi.h: the
+ * names a trace gives to enum values, and the spec walker both the trace
+ * writer and the trace parser use.
+ */
+#ifndef MORI_FI_INTERNAL_H
+#define MORI_FI_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mori/fi.h"
+
+/* Names for hipMemAllocationHandleType, hipMemAllocationType and
+ * hipMemAccessFlags in trace lines; NULL for values without one (a trace
+ * then writes the number). */
+const char *mori_fi__handle_type_name(int v);
+const char *mori_fi__alloc_type_name(int v);
+const char *mori_fi__access_name(int v);
+int mori_fi__handle_type_find(const char *s, size_t n, int *v);
+int mori_fi__alloc_type_find(const char *s, size_t n, int *v);
+int mori_fi__access_find(const char *s, size_t n, int *v);
+
+/* One "key:kind" of a spec. */
+typedef struct mori_fi__param {
+  char key[16];
+  char kind;
+} mori_fi__param;
+
+/* Splits a call's spec into its parameters (all of them, '-' kinds too);
+ * returns how many (at most MORI_FI_TRACE_ARGS). */
+int mori_fi__spec_params(int call, mori_fi__param *out);
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * fi.h - fault injection for mori-symm: the MORI_FI schedule language, the
+ * shim-call trace format with record and replay, and the control calls of
+ * libmori_faultinject.so (the LD_PRELOAD fault shim).
+ *
+ * The parsers are pure functions of their input (no globals, no I/O), so
+ * they are fuzz targets: any byte string yields a result or an error that
+ * names the column (schedule) or line and column (trace).
+ */
+#ifndef MORI_FI_H
+#define MORI_FI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mori/fi_calls.h"
+#include "mori/hip_shim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the calls ---- */
+
+typedef enum mori_fi_call {
+#define MORI_FI__ENUM_HIP(name, arity, params, args, spec) MORI_FI_CALL_##name,
+#define MORI_FI__ENUM_OS(name, spec) MORI_FI_CALL_##name,
+  MORI_FI_HIP_CALLS(MORI_FI__ENUM_HIP) MORI_FI_OS_CALLS(MORI_FI__ENUM_OS) MORI_FI_CALL__COUNT
+#undef MORI_FI__ENUM_HIP
+#undef MORI_FI__ENUM_OS
+} mori_fi_call;
+
+/* Runtime calls come first; each of them takes a global call index. */
+#define MORI_FI_CALL__HIP_COUNT MORI_FI_CALL_mori_sendmsg
+#define mori_fi_call_is_hip(c) ((int)(c) >= 0 && (int)(c) < (int)MORI_FI_CALL__HIP_COUNT)
+
+/* "hipMemMap", "mori_sendmsg"; NULL out of range. */
+const char *mori_fi_call_name(int call);
+/* The row's "key:kind ..." layout (fi_calls.h). */
+const char *mori_fi_call_spec(int call);
+/* By name, with or without the mori_ prefix of a runtime call; -1 if none. */
+int mori_fi_call_find(const char *name, size_t len);
+/* Calls that give a resource back: a failure there leaks what they held. */
+int mori_fi_call_releases(int call);
+
+/* HIP error names <-> codes, for schedules and traces.  Agrees with the
+ * shim's mori_hipGetErrorName() (a test pins that). */
+const char *mori_fi_error_name(int code); /* NULL if not in the table */
+int mori_fi_error_find(const char *name, size_t len, int *code);
+
+/* ---- the schedule language (MORI_FI) ---- */
+
+#define MORI_FI_ORDER_MAX 64
+
+typedef enum mori_fi_target {
+  MORI_FI_T_CALL = 1, /* fn#N=...: the Nth call of one function */
+  MORI_FI_T_GLOBAL,   /* call#N=...: the Nth runtime call, any function */
+  MORI_FI_T_RECV,     /* recv=...: datagrams this rank receives */
+  MORI_FI_T_SEND,     /* send=...: datagrams this rank sends */
+  MORI_FI_T_COUNT,    /* count=PATH */
+  MORI_FI_T_RECORD    /* record=PATH (as MORI_FI_RECORD) */
+} mori_fi_target;
+
+typedef enum mori_fi_action {
+  MORI_FI_A_FAIL = 1,   /* return `error` instead of calling the runtime */
+  MORI_FI_A_KILL,       /* the process dies at that call (SIGKILL) */
+  MORI_FI_A_REORDER,    /* recv: deliver what is queued in a seeded random order */
+  MORI_FI_A_ORDER,      /* recv: deliver by sender rank in the order given */
+  MORI_FI_A_DUPLICATE,  /* recv: the Nth datagram twice, its fds dup'ed */
+  MORI_FI_A_DROP,       /* send: the Nth datagram is not sent; success returned */
+  MORI_FI_A_TRUNCATE,   /* send: the Nth datagram goes out cut to half its length */
+  MORI_FI_A_FORGE,      /* send: the Nth datagram is also sent from a forked process */
+  MORI_FI_A_PATH        /* count=/record=: path in `path` */
+} mori_fi_action;
+
+typedef struct mori_fi_rule {
+  int rank;               /* -1: every rank */
+  mori_fi_target target;
+  mori_fi_action action;
+  int call;               /* MORI_FI_T_CALL: the function */
+  long nth;               /* 1-based; 1 with persist for '#*' */
+  int persist;            /* from the nth call on, every call */
+  int error;              /* MORI_FI_A_FAIL: the hipError_t returned */
+  uint64_t seed;          /* MORI_FI_A_REORDER */
+  int order[MORI_FI_ORDER_MAX];
+  int norder;             /* MORI_FI_A_ORDER */
+  char *path;             /* MORI_FI_A_PATH (malloc'd) */
+  size_t column;          /* 1-based column where the rule starts */
+  char text[128];         /* the rule as written, for messages */
+} mori_fi_rule;
+
+typedef struct mori_fi_schedule {
+  mori_fi_rule *rules;
+  size_t n;
+} mori_fi_schedule;
+
+/* Parses spec[0..len): rules separated by ';', each optionally prefixed
+ * "rank=N ".  On success 0 and *out filled (free it with
+ * mori_fi_schedule_free); otherwise -1, *out empty, and err says
+ * "MORI_FI: column C: ..." naming the first defect.  The grammar is in
+ * docs/fault-injection.md. */
+int mori_fi_parse(const char *spec, size_t len, mori_fi_schedule *out, char *err,
+                  size_t errlen);
+void mori_fi_schedule_free(mori_fi_schedule *s);
+
+/* ---- traces (MORI_FI_RECORD) ---- */
+
+#define MORI_FI_TRACE_ARGS 8
+#define MORI_FI_TRACE_FDS 8
+
+typedef enum mori_fi_value_kind {
+  MORI_FI_V_NULL = 1, /* 0 */
+  MORI_FI_V_SYMBOL,   /* hN, rN+off, dN+off, sN, fdN */
+  MORI_FI_V_NUMBER,
+  MORI_FI_V_HOST,     /* an address outside every reservation and allocation */
+  MORI_FI_V_FABRIC,   /* a fabric handle blob */
+  MORI_FI_V_OTHER,    /* an fd the trace does not know */
+  MORI_FI_V_PROP,     /* alloc/handletype/device */
+  MORI_FI_V_DESC,     /* access/device */
+  MORI_FI_V_FDS       /* list of fd symbols (possibly empty: none) */
+} mori_fi_value_kind;
+
+typedef struct mori_fi_value {
+  mori_fi_value_kind kind;
+  char sym;           /* 'h', 'r', 'd', 's' or 'f' (fd) */
+  long id;            /* the symbol's number */
+  uint64_t offset;    /* rN+0x200000 */
+  int64_t number;     /* MORI_FI_V_NUMBER; handle type for 't' */
+  int sub[3];         /* PROP: alloc type, handle type, device; DESC: access, device */
+  long fds[MORI_FI_TRACE_FDS];
+  int nfds;
+} mori_fi_value;
+
+typedef struct mori_fi_trace_rec {
+  long index;         /* the global call index; -1 for socket calls and closes */
+  int call;           /* mori_fi_call */
+  int nargs;          /* the spec's recorded parameters, in order */
+  mori_fi_value args[MORI_FI_TRACE_ARGS];
+  long rc;            /* hipError_t, or the socket call's return value */
+  int injected;       /* the fault shim failed this call on purpose */
+  long line;          /* 1-based line in the trace text */
+} mori_fi_trace_rec;
+
+typedef struct mori_fi_trace {
+  mori_fi_trace_rec *recs;
+  size_t n;
+  int rank;           /* from the "# rank N" header; -1 if absent */
+} mori_fi_trace;
+
+/* Parses a trace written by the fault shim.  0 and *out filled (free with
+ * mori_trace_free), or -1 with err "line L column C: ...". */
+int mori_trace_parse(const char *text, size_t len, mori_fi_trace *out, char *err,
+                     size_t errlen);
+void mori_trace_free(mori_fi_trace *t);
+
+/* ---- replay against the sim backend ---- */
+
+typedef struct mori_fi_replay_result {
+  int ok;             /* no call that succeeded in the trace failed here */
+  long calls;         /* records executed */
+  long violation_at;  /* the first violation: its trace index (-1: a socket call) */
+  long violation_line;
+  int violation_call;
+  char message[640];  /* "<call>: <hip error> (<n>): <sim's message>" */
+  long divergences;   /* calls that failed in the trace but succeed here */
+  long live_at_end;   /* shim ledger entries the trace leaves live */
+} mori_fi_replay_result;
+
+/* Replays t in a forked child on the sim shim under profile arch (NULL:
+ * the sim's default) with MORI_SIM_QUIRKS=quirks (NULL or "": none),
+ * contract checker on.  Peers are absent: an import of a peer's handle is
+ * replayed as a fresh allocation of the size the trace maps it at, socket
+ * calls are skipped, and a stream wait for a peer's signal passes.
+ * Returns 0 with *res filled, or -1 (could not run; res->message). */
+int mori_fi_replay(const mori_fi_trace *t, const char *arch, const char *quirks,
+                   mori_fi_replay_result *res);
+
+/* Known sim profiles and quirks, for "every profile and quirk set". */
+extern const char *const mori_fi_sim_profiles[];
+extern const char *const mori_fi_sim_quirks[];
+
+/* `mori-symm replay TRACE [--profile ARCH[,QUIRK...]]` */
+int mori_fi_cli_replay(int argc, char **argv);
+
+/* ---- control of a loaded libmori_faultinject.so ---- */
+
+/* These reach the fault shim through dlsym, so a program can use them
+ * whether or not it runs under LD_PRELOAD.  mori_fi_control replaces the
+ * schedule (spec NULL or "": none) and resets this process's counters;
+ * -1 with err if the shim is not loaded or spec is malformed. */
+int mori_fi_loaded(void);
+int mori_fi_control(const char *spec, char *err, size_t errlen);
+/* Faults injected and runtime calls made in this process since the last
+ * reset (fork resets them); -1 if the shim is not loaded. */
+long mori_fi_injected(void);
+long mori_fi_calls(void);
+/* The call the last injected fault hit ("hipMemMap"), NULL if none. */
+const char *mori_fi_last_fault(void);
+/* The sender ranks of the datagrams a recv= rule delivered to this
+ * process, in delivery order (-1: undecodable); how many, or -1. */
+int mori_fi_delivered(int *senders, int max);
+/* fds the fault shim holds open itself (its trace), 0 if not loaded: leak
+ * checks that count a process's fds subtract these. */
+int mori_fi_own_fds(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,92 @@
+/*
+ * fi_calls.h - every call of the shim seam as one X-macro list: the fault
+ * shim generates its wrappers from it, the schedule parser and the trace
+ * format take their call names and argument layouts from it.
+ *
+ * MORI_FI_HIP_CALLS(X) rows: X(name, arity, params, args, spec)
+ *   name    the HIP name; the shim exports it as mori_<name>
+ *   params  the parameter list, args the same names in a call
+ *   spec    one "key:kind" per parameter, in order: the key it has in a
+ *           trace line and how its value is written there (kinds below).
+ *           Kind '-' marks a parameter a trace leaves out because its value
+ *           is a fact of one runtime (versions, attribute values).
+ *
+ * Kinds: H out handle (new symbol hN)   h handle (hN, 0)
+ *        R out reservation (rN)         M out device allocation (dN)
+ *        a address (rN+0xOFF, dN+0xOFF, host, 0)
+ *        z size  u unsigned  i int      Z out size
+ *        P allocation prop (alloc/handletype/device)
+ *        D access descriptor (access/device)
+ *        t handle type (posix_fd, fabric, none, or a number)
+ *        X export output (fdN or fabric)   O import input (fdN, fabric, other)
+ *        s stream (0 or sN)                F fd list (fdN,fdM or none)
+ *        f fd (fdN or other)
+ * The kinds of a handle or fd that comes out of a call name a new symbol;
+ * the sizes the symbol covers come from the first 'z' of the same row.
+ */
+#ifndef MORI_FI_CALLS_H
+#define MORI_FI_CALLS_H
+
+#define MORI_FI_HIP_CALLS(X)                                                              \
+  X(hipMemCreate, 4,                                                                      \
+    (hipMemGenericAllocationHandle_t * handle, size_t size, const hipMemAllocationProp *prop, \
+     unsigned long long flags),                                                           \
+    (handle, size, prop, flags), "out:H size:z prop:P flags:u")                           \
+  X(hipMemRelease, 1, (hipMemGenericAllocationHandle_t handle), (handle), "handle:h")     \
+  X(hipMemRetainAllocationHandle, 2, (hipMemGenericAllocationHandle_t * handle, void *addr), \
+    (handle, addr), "out:H addr:a")                                                       \
+  X(hipMemAddressReserve, 5,                                                              \
+    (void **ptr, size_t size, size_t alignment, void *addr, unsigned long long flags),    \
+    (ptr, size, alignment, addr, flags), "out:R size:z align:z hint:a flags:u")           \
+  X(hipMemAddressFree, 2, (void *ptr, size_t size), (ptr, size), "addr:a size:z")         \
+  X(hipMemMap, 5,                                                                         \
+    (void *ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,       \
+     unsigned long long flags),                                                           \
+    (ptr, size, offset, handle, flags), "addr:a size:z offset:z handle:h flags:u")        \
+  X(hipMemUnmap, 2, (void *ptr, size_t size), (ptr, size), "addr:a size:z")               \
+  X(hipMemSetAccess, 4,                                                                   \
+    (void *ptr, size_t size, const hipMemAccessDesc *desc, size_t count),                 \
+    (ptr, size, desc, count), "addr:a size:z desc:D count:z")                             \
+  X(hipMemGetAllocationGranularity, 3,                                                    \
+    (size_t * granularity, const hipMemAllocationProp *prop,                              \
+     hipMemAllocationGranularity_flags option),                                           \
+    (granularity, prop, option), "out:Z prop:P option:u")                                 \
+  X(hipMemExportToShareableHandle, 4,                                                     \
+    (void *shareableHandle, hipMemGenericAllocationHandle_t handle,                       \
+     hipMemAllocationHandleType handleType, unsigned long long flags),                    \
+    (shareableHandle, handle, handleType, flags), "out:X handle:h type:t flags:u")        \
+  X(hipMemImportFromShareableHandle, 3,                                                   \
+    (hipMemGenericAllocationHandle_t * handle, void *osHandle,                            \
+     hipMemAllocationHandleType shHandleType),                                            \
+    (handle, osHandle, shHandleType), "out:H os:O type:t")                                \
+  X(hipMalloc, 2, (void **ptr, size_t size), (ptr, size), "out:M size:z")                 \
+  X(hipFree, 1, (void *ptr), (ptr), "addr:a")                                             \
+  X(hipMemcpy, 4, (void *dst, const void *src, size_t size, hipMemcpyKind kind),          \
+    (dst, src, size, kind), "dst:a src:a size:z kind:u")                                  \
+  X(hipMemset, 3, (void *dst, int value, size_t size), (dst, value, size),                \
+    "dst:a value:i size:z")                                                               \
+  X(hipGetDevice, 1, (int *device), (device), "out:-")                                    \
+  X(hipSetDevice, 1, (int device), (device), "device:i")                                  \
+  X(hipGetDeviceCount, 1, (int *count), (count), "out:-")                                 \
+  X(hipDeviceSynchronize, 0, (void), (), "")                                              \
+  X(hipStreamSynchronize, 1, (hipStream_t stream), (stream), "stream:s")                  \
+  X(hipStreamWriteValue32, 4,                                                             \
+    (hipStream_t stream, void *ptr, uint32_t value, unsigned int flags),                  \
+    (stream, ptr, value, flags), "stream:s addr:a value:u flags:u")                       \
+  X(hipStreamWaitValue32, 5,                                                              \
+    (hipStream_t stream, void *ptr, uint32_t value, unsigned int flags, uint32_t mask),   \
+    (stream, ptr, value, flags, mask), "stream:s addr:a value:u flags:u mask:u")          \
+  X(hipDeviceGetAttribute, 3, (int *value, hipDeviceAttribute_t attr, int device),        \
+    (value, attr, device), "out:- attr:u device:i")                                       \
+  X(hipGetLastError, 0, (void), (), "")                                                   \
+  X(hipRuntimeGetVersion, 1, (int *version), (version), "out:-")
+
+/* The socket calls of the fd channel and fd closes: not runtime calls,
+ * so they carry no hipError_t and are outside the global call index.
+ * X(name, spec) */
+#define MORI_FI_OS_CALLS(X)                                                               \
+  X(mori_sendmsg, "fds:F bytes:z")                                                        \
+  X(mori_recvmsg, "fds:F bytes:z")                                                        \
+  X(mori_close, "fd:f")
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * preload.c - libmori_faultinject.so, loaded with LD_PRELOAD over a program
+ * that calls the GPU runtime through libmori_hip_shim.so: one wrapper per
+ * shim function, generated from fi_calls.h, that counts the call, fails or
+ * kills it when the MORI_FI schedule says so, records it, and otherwise
+ * forwards to the shim's own definition (dlsym RTLD_NEXT).
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fi_real fi__real;
+pthread_mutex_t fi__lock = PTHREAD_MUTEX_INITIALIZER;
+struct fi_process fi__p = {.rank = -1, .record_fd = -1};
+
+/* ---- resolving the shim ---- */
+
+static void resolve_once(void) {
+#define FI_RESOLVE(name, arity, params, args, spec)                                   \
+  *(void **)&fi__real.name = dlsym(RTLD_NEXT, "mori_" #name);
+  MORI_FI_HIP_CALLS(FI_RESOLVE)
+#undef FI_RESOLVE
+  *(void **)&fi__real.mori_sendmsg = dlsym(RTLD_NEXT, "mori_sendmsg");
+  *(void **)&fi__real.mori_recvmsg = dlsym(RTLD_NEXT, "mori_recvmsg");
+  *(void **)&fi__real.mori_close = dlsym(RTLD_NEXT, "mori_close");
+  *(void **)&fi__real.mori_shim_message = dlsym(RTLD_NEXT, "mori_shim_message");
+  if (fi__real.hipMemCreate == NULL || fi__real.mori_close == NULL) {
+    /* Only a program that calls the shim gets here, so the shim is missing
+     * from behind us: nothing can be forwarded. */
+    fprintf(stderr, "MORI_FI: libmori_faultinject.so found no libmori_hip_shim.so behind it\n");
+    abort();
+  }
+}
+
+void fi__resolve(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, resolve_once);
+}
+
+/* ---- the process state ---- */
+
+int fi__rank(void) {
+  if (fi__p.rank < 0) {
+    const char *s = getenv("MORI_RANK");
+    char *end;
+    long r = s ? strtol(s, &end, 10) : -1;
+    if (s && *s && *end == '\0' && r >= 0 && r < 1 << 20) fi__p.rank = (int)r;
+  }
+  return fi__p.rank;
+}
+
+static int rank_matches(const mori_fi_rule *r) { return r->rank < 0 || r->rank == fi__rank(); }
+
+static int fires(const mori_fi_rule *r, long n) {
+  return r->persist ? n >= r->nth : n == r->nth;
+}
+
+const mori_fi_rule *fi__rule(mori_fi_target target, unsigned actions, long nth) {
+  for (size_t i = 0; i < fi__p.sched.n; i++) {
+    const mori_fi_rule *r = &fi__p.sched.rules[i];
+    if (r->target == target && (actions & (1u << r->action)) && rank_matches(r) &&
+        (nth <= 0 || fires(r, nth)))
+      return r;
+  }
+  return NULL;
+}
+
+/* The rule that fails or kills the call now, if any. */
+static const mori_fi_rule *call_rule(int call, long nth, long global) {
+  for (size_t i = 0; i < fi__p.sched.n; i++) {
+    const mori_fi_rule *r = &fi__p.sched.rules[i];
+    if (!rank_matches(r)) continue;
+    if (r->target == MORI_FI_T_CALL && r->call == call && fires(r, nth)) return r;
+    if (r->target == MORI_FI_T_GLOBAL && mori_fi_call_is_hip(call) && fires(r, global)) return r;
+  }
+  return NULL;
+}
+
+static const char *path_of(mori_fi_target target, const char *env) {
+  for (size_t i = 0; i < fi__p.sched.n; i++)
+    if (fi__p.sched.rules[i].target == target && rank_matches(&fi__p.sched.rules[i]))
+      return fi__p.sched.rules[i].path;
+  const char *v = env ? getenv(env) : NULL;
+  return v && *v ? v : NULL;
+}
+
+/* Zero counters, forget symbols and queues: a fresh process or schedule. */
+static void reset_counters(void) {
+  fi__p.pid = getpid();
+  fi__p.rank = -1;
+  memset(fi__p.calls, 0, sizeof fi__p.calls);
+  fi__p.global = fi__p.injected = 0;
+  fi__p.dgrams_sent = fi__p.dgrams_received = fi__p.dgram_forged = 0;
+  fi__p.last_fault = -1;
+  fi__p.ndelivered = 0;
+  fi__record_reset();
+}
+
+/* ---- count=PATH ---- */
+
+static void write_counts(void) {
+  pthread_mutex_lock(&fi__lock);
+  const char *base = path_of(MORI_FI_T_COUNT, NULL);
+  if (base != NULL && (fi__p.global > 0 || fi__rank() >= 0)) {
+    char path[4096];
+    if (fi__rank() >= 0) snprintf(path, sizeof path, "%s.%d", base, fi__rank());
+    else snprintf(path, sizeof path, "%s.pid%ld", base, (long)getpid());
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+      fprintf(f, "global %ld\ninjected %ld\ndatagrams_sent %ld\ndatagrams_received %ld\n",
+              fi__p.global, fi__p.injected, fi__p.dgrams_sent, fi__p.dgrams_received);
+      for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
+        if (fi__p.calls[c]) fprintf(f, "%s %ld\n", mori_fi_call_name(c), fi__p.calls[c]);
+      fclose(f);
+    } else {
+      fprintf(stderr, "MORI_FI: count=%s: cannot write %s: %s\n", base, path, strerror(errno));
+    }
+  }
+  pthread_mutex_unlock(&fi__lock);
+}
+
+/* ---- schedules ---- */
+
+static int configure(const char *spec, char *err, size_t errlen) {
+  mori_fi_schedule s;
+  if (mori_fi_parse(spec ? spec : "", spec ? strlen(spec) : 0, &s, err, errlen) != 0) return -1;
+  pthread_mutex_lock(&fi__lock);
+  mori_fi_schedule_free(&fi__p.sched);
+  fi__p.sched = s;
+  reset_counters();
+  fi__p.count_path = path_of(MORI_FI_T_COUNT, NULL);
+  fi__p.record_path = path_of(MORI_FI_T_RECORD, "MORI_FI_RECORD");
+  pthread_mutex_unlock(&fi__lock);
+  return 0;
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&fi__lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&fi__lock); }
+static void atfork_child(void) {
+  fi__dgram_reset();
+  reset_counters();
+  pthread_mutex_unlock(&fi__lock);
+}
+
+__attribute__((constructor)) static void fi_init(void) {
+  char err[512];
+  fi__p.pid = getpid();
+  if (configure(getenv("MORI_FI"), err, sizeof err) != 0) {
+    /* A fault run that silently injected nothing would pass for a clean one. */
+    fprintf(stderr, "%s\n", err);
+    _exit(2);
+  }
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  atexit(write_counts);
+}
+
+/* ---- the wrappers ---- */
+
+/* The detail message of the last injected failure on this thread, shown by
+ * mori_shim_message() until the next call reaches the shim; and the error
+ * hipGetLastError() owes the caller. */
+static __thread int tl_injected;
+static __thread char tl_message[512];
+static __thread hipError_t tl_pending;
+
+typedef struct fi_call {
+  int call;
+  long nth, index;
+  hipError_t rc, pending;
+  int injected;
+} fi_call;
+
+static void die(const fi_call *c, const mori_fi_rule *r) {
+  fprintf(stderr, "MORI_FI: rank %d killed at %s (call %ld of it, global call %ld) by rule '%s'\n",
+          fi__rank(), mori_fi_call_name(c->call), c->nth, c->index, r->text);
+  fflush(NULL);
+  kill(getpid(), SIGKILL);
+  _exit(137); /* not reached */
+}
+
+/* Fails the call under rule r: the error it returns, and the message
+ * mori_shim_message() shows for it until the next call reaches the shim. */
+static void inject(fi_call *c, const mori_fi_rule *r) {
+  const char *name = mori_fi_call_name(c->call), *ename = mori_fi_error_name(r->error);
+  char code[24];
+  snprintf(code, sizeof code, "hipError(%d)", r->error);
+  snprintf(tl_message, sizeof tl_message,
+           "%s: %s (%d): injected by MORI_FI rule '%s' (call %ld of %s, global call %ld, rank %d)",
+           name, ename ? ename : code, r->error, r->text, c->nth, name, c->index, fi__rank());
+  c->rc = (hipError_t)r->error;
+  c->injected = 1;
+  fi__p.injected++;
+  fi__p.last_fault = c->call;
+  tl_injected = 1;
+  tl_pending = c->rc;
+}
+
+/* Counts the call and decides.  1: injected (c->rc set, no forwarding). */
+static int fi_enter(int call, fi_call *c) {
+  fi__resolve();
+  pthread_mutex_lock(&fi__lock);
+  c->call = call;
+  c->nth = ++fi__p.calls[call];
+  c->index = ++fi__p.global;
+  c->injected = 0;
+  const mori_fi_rule *r = call_rule(call, c->nth, c->index);
+  if (r != NULL && r->action == MORI_FI_A_KILL) {
+    pthread_mutex_unlock(&fi__lock);
+    die(c, r);
+  }
+  if (r != NULL) {
+    inject(c, r);
+  } else { /* this call reaches the shim, which keeps its own last error */
+    c->pending = tl_pending;
+    tl_pending = hipSuccess;
+    tl_injected = 0;
+  }
+  pthread_mutex_unlock(&fi__lock);
+  return c->injected;
+}
+
+static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
+  /* The shim never saw an injected failure, so its last error does not
+   * hold it: hipGetLastError must still report it, as HIP would. */
+  if (c->call == MORI_FI_CALL_hipGetLastError && !c->injected && c->pending != hipSuccess)
+    c->rc = c->pending;
+  pthread_mutex_lock(&fi__lock);
+  fi__record_hip(c->call, c->index, argv, c->rc, c->injected);
+  pthread_mutex_unlock(&fi__lock);
+  return c->rc;
+}
+
+#define FI_ARG(x) {&(x), sizeof(x)}
+#define FI_PACK_0() {{NULL, 0}}
+#define FI_PACK_1(a) {FI_ARG(a)}
+#define FI_PACK_2(a, b) {FI_ARG(a), FI_ARG(b)}
+#define FI_PACK_3(a, b, c) {FI_ARG(a), FI_ARG(b), FI_ARG(c)}
+#define FI_PACK_4(a, b, c, d) {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d)}
+#define FI_PACK_5(a, b, c, d, e) {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d), FI_ARG(e)}
+
+#define FI_WRAP(name, arity, params, args, spec)                                      \
+  FI_EXPORT hipError_t mori_##name params;                                            \
+  FI_EXPORT hipError_t mori_##name params {                                           \
+    fi_arg argv_[] = FI_PACK_##arity args;                                            \
+    fi_call c_;                                                                       \
+    if (fi_enter(MORI_FI_CALL_##name, &c_) == 0) c_.rc = fi__real.name args;          \
+    return fi_leave(&c_, argv_);                                                      \
+  }
+MORI_FI_HIP_CALLS(FI_WRAP)
+#undef FI_WRAP
+
+FI_EXPORT const char *mori_shim_message(void);
+FI_EXPORT const char *mori_shim_message(void) {
+  if (tl_injected) return tl_message;
+  fi__resolve();
+  return fi__real.mori_shim_message ? fi__real.mori_shim_message() : "";
+}
+
+FI_EXPORT int mori_close(int fd);
+FI_EXPORT int mori_close(int fd) {
+  fi__resolve();
+  pthread_mutex_lock(&fi__lock);
+  fi__p.calls[MORI_FI_CALL_mori_close]++;
+  pthread_mutex_unlock(&fi__lock);
+  fi__dgram_forget(fd);
+  int rc = fi__real.mori_close(fd);
+  int saved = errno;
+  pthread_mutex_lock(&fi__lock);
+  fi__record_close(fd, rc);
+  pthread_mutex_unlock(&fi__lock);
+  errno = saved;
+  return rc;
+}
+
+/* ---- control calls (reached through dlsym by mori_fi_control etc.) ---- */
+
+FI_EXPORT int mori_fi_preload_configure(const char *spec, char *err, size_t errlen);
+FI_EXPORT int mori_fi_preload_configure(const char *spec, char *err, size_t errlen) {
+  return configure(spec, err, errlen);
+}
+
+FI_EXPORT long mori_fi_preload_injected(void);
+FI_EXPORT long mori_fi_preload_injected(void) {
+  pthread_mutex_lock(&fi__lock);
+  long n = fi__p.injected;
+  pthread_mutex_unlock(&fi__lock);
+  return n;
+}
+
+/* fds the fault shim holds itself (its trace file), which a program that
+ * counts its fds for leaks must not blame on the code under test. */
+FI_EXPORT int mori_fi_preload_fds(void);
+FI_EXPORT int mori_fi_preload_fds(void) {
+  pthread_mutex_lock(&fi__lock);
+  int n = fi__p.record_fd >= 0;
+  pthread_mutex_unlock(&fi__lock);
+  return n;
+}
+
+/* The call the last fault hit (mori_fi_call), -1 if none yet. */
+FI_EXPORT int mori_fi_preload_last_fault(void);
+FI_EXPORT int mori_fi_preload_last_fault(void) {
+  pthread_mutex_lock(&fi__lock);
+  int c = fi__p.last_fault;
+  pthread_mutex_unlock(&fi__lock);
+  return c;
+}
+
+FI_EXPORT long mori_fi_preload_calls(void);
+FI_EXPORT long mori_fi_preload_calls(void) {
+  pthread_mutex_lock(&fi__lock);
+  long n = fi__p.global;
+  pthread_mutex_unlock(&fi__lock);
+  return n;
+}

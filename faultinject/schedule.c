@@ -1,0 +1,330 @@
+/*
+ * schedule.c - the MORI_FI schedule language: a pure parser from a byte
+ * string to a list of rules.  Every defect is reported with the column
+ * where it starts, so a long schedule in an environment variable can be
+ * fixed without guessing.
+ */
+#include "mori/fi.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RANK_MAX 4095 /* the wire format's largest world, less one */
+
+typedef struct cursor {
+  const char *base, *p, *end;
+  char *err;
+  size_t errlen;
+} cursor;
+
+static int fail(cursor *c, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(cursor *c, const char *at, const char *fmt, ...) {
+  if (c->err == NULL || c->errlen == 0) return -1;
+  int n = snprintf(c->err, c->errlen, "MORI_FI: column %zu: ", (size_t)(at - c->base) + 1);
+  if (n < 0 || (size_t)n >= c->errlen) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int is_space(char ch) { return ch == ' ' || ch == '\t'; }
+static int is_word(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '-';
+}
+
+static void skip_space(cursor *c) {
+  while (c->p < c->end && is_space(*c->p)) c->p++;
+}
+
+/* Consumes lit if the input continues with it. */
+static int take(cursor *c, const char *lit) {
+  size_t n = strlen(lit);
+  if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0) return 0;
+  c->p += n;
+  return 1;
+}
+
+static size_t word_len(const cursor *c) {
+  size_t n = 0;
+  while (c->p + n < c->end && is_word(c->p[n])) n++;
+  return n;
+}
+
+/* What a message shows of the input at p: the word there, or its byte. */
+static void shown(const cursor *c, char *out, size_t cap) {
+  size_t n = word_len(c);
+  if (c->p >= c->end) snprintf(out, cap, "end of input");
+  else if (n == 0 && (unsigned char)*c->p >= 0x20 && (unsigned char)*c->p < 0x7f)
+    snprintf(out, cap, "'%c'", *c->p);
+  else if (n == 0) snprintf(out, cap, "byte 0x%02x", (unsigned char)*c->p);
+  else snprintf(out, cap, "'%.*s'", (int)(n < 40 ? n : 40), c->p);
+}
+
+static int number(cursor *c, uint64_t max, uint64_t *out, const char *what) {
+  const char *at = c->p;
+  uint64_t v = 0;
+  if (c->p >= c->end || *c->p < '0' || *c->p > '9') {
+    char got[64];
+    shown(c, got, sizeof got);
+    return fail(c, at, "expected %s (a number), got %s", what, got);
+  }
+  while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+    uint64_t d = (uint64_t)(*c->p - '0');
+    if (v > (max - d) / 10) return fail(c, at, "%s is larger than %llu", what, (unsigned long long)max);
+    v = v * 10 + d;
+    c->p++;
+  }
+  *out = v;
+  return 0;
+}
+
+static int expect(cursor *c, const char *lit, const char *after) {
+  if (take(c, lit)) return 0;
+  char got[64];
+  shown(c, got, sizeof got);
+  return fail(c, c->p, "expected '%s' after %s, got %s", lit, after, got);
+}
+
+/* "#N", "#*" or (when optional) nothing, which means the first. */
+static int nth(cursor *c, mori_fi_rule *r, int optional) {
+  if (!take(c, "#")) {
+    if (optional) {
+      r->nth = 1;
+      return 0;
+    }
+    return expect(c, "#", "the function name");
+  }
+  if (take(c, "*")) {
+    r->nth = 1;
+    r->persist = 1;
+    return 0;
+  }
+  const char *at = c->p;
+  uint64_t v;
+  if (number(c, 1000000000, &v, "a call number") != 0) return -1;
+  if (v == 0) return fail(c, at, "call numbers count from 1");
+  r->nth = (long)v;
+  return 0;
+}
+
+/* "[persist:](kill | ERROR)" */
+static int fault(cursor *c, mori_fi_rule *r) {
+  if (take(c, "persist:")) r->persist = 1;
+  const char *at = c->p;
+  size_t n = word_len(c);
+  if (n == 4 && memcmp(c->p, "kill", 4) == 0) {
+    if (r->persist) return fail(c, at, "kill cannot persist: the process dies at the first call");
+    c->p += n;
+    r->action = MORI_FI_A_KILL;
+    return 0;
+  }
+  r->action = MORI_FI_A_FAIL;
+  if (n > 0 && *c->p >= '0' && *c->p <= '9') {
+    uint64_t v;
+    if (number(c, 0x7fffffff, &v, "an error number") != 0) return -1;
+    r->error = (int)v;
+  } else if (n == 0 || mori_fi_error_find(c->p, n, &r->error) != 0) {
+    char got[64];
+    shown(c, got, sizeof got);
+    return n ? fail(c, at, "unknown error name %s", got)
+             : fail(c, at, "expected kill or a HIP error name, got %s", got);
+  } else {
+    c->p += n;
+  }
+  if (r->error == hipSuccess) return fail(c, at, "hipSuccess (0) is not an error to inject");
+  return 0;
+}
+
+static int order_list(cursor *c, mori_fi_rule *r) {
+  do {
+    const char *at = c->p;
+    uint64_t v;
+    if (r->norder == MORI_FI_ORDER_MAX)
+      return fail(c, at, "an order lists at most %d ranks", MORI_FI_ORDER_MAX);
+    if (number(c, RANK_MAX, &v, "a sender rank") != 0) return -1;
+    for (int i = 0; i < r->norder; i++)
+      if (r->order[i] == (int)v) return fail(c, at, "rank %d appears twice in the order", (int)v);
+    r->order[r->norder++] = (int)v;
+  } while (take(c, ","));
+  return 0;
+}
+
+static int recv_rule(cursor *c, mori_fi_rule *r) {
+  r->target = MORI_FI_T_RECV;
+  r->nth = 1;
+  if (take(c, "reorder:")) {
+    uint64_t seed;
+    r->action = MORI_FI_A_REORDER;
+    if (expect(c, "seed=", "reorder:") != 0 || number(c, UINT64_MAX, &seed, "a seed") != 0)
+      return -1;
+    r->seed = seed;
+    return 0;
+  }
+  if (take(c, "order:")) {
+    r->action = MORI_FI_A_ORDER;
+    return order_list(c, r);
+  }
+  if (take(c, "duplicate")) {
+    r->action = MORI_FI_A_DUPLICATE;
+    return nth(c, r, 1);
+  }
+  char got[64];
+  shown(c, got, sizeof got);
+  return fail(c, c->p, "expected reorder:seed=N, order:R,R,... or duplicate[#N] after recv=, got %s",
+              got);
+}
+
+static int send_rule(cursor *c, mori_fi_rule *r) {
+  static const struct {
+    const char *word;
+    mori_fi_action action;
+  } words[] = {{"drop", MORI_FI_A_DROP}, {"truncate", MORI_FI_A_TRUNCATE}, {"forge", MORI_FI_A_FORGE}};
+  r->target = MORI_FI_T_SEND;
+  size_t n = word_len(c);
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (strlen(words[i].word) == n && memcmp(c->p, words[i].word, n) == 0) {
+      c->p += n;
+      r->action = words[i].action;
+      return nth(c, r, 1);
+    }
+  char got[64];
+  shown(c, got, sizeof got);
+  return fail(c, c->p, "expected drop, truncate or forge after send=, got %s", got);
+}
+
+/* The rest of the rule, up to ';', trailing blanks trimmed. */
+static int path_rule(cursor *c, mori_fi_rule *r, mori_fi_target target) {
+  const char *at = c->p, *stop = c->p;
+  while (stop < c->end && *stop != ';') stop++;
+  const char *last = stop;
+  while (last > at && is_space(last[-1])) last--;
+  if (last == at) return fail(c, at, "expected a path");
+  for (const char *q = at; q < last; q++)
+    if (*q == '\0') return fail(c, q, "a path cannot hold a NUL byte");
+  r->target = target;
+  r->action = MORI_FI_A_PATH;
+  r->path = malloc((size_t)(last - at) + 1);
+  if (r->path == NULL) return fail(c, at, "out of memory");
+  memcpy(r->path, at, (size_t)(last - at));
+  r->path[last - at] = '\0';
+  c->p = last;
+  return 0;
+}
+
+static int call_rule(cursor *c, mori_fi_rule *r, const char *name, size_t n) {
+  if (n == 4 && memcmp(name, "call", 4) == 0) {
+    r->target = MORI_FI_T_GLOBAL;
+  } else {
+    r->target = MORI_FI_T_CALL;
+    r->call = mori_fi_call_find(name, n);
+    if (r->call < 0) return fail(c, name, "unknown function '%.*s'", (int)(n < 60 ? n : 60), name);
+    if (!mori_fi_call_is_hip(r->call))
+      return fail(c, name, "%s is a socket call: use send= or recv= rules",
+                  mori_fi_call_name(r->call));
+  }
+  if (nth(c, r, 0) != 0 || expect(c, "=", "the call number") != 0) return -1;
+  return fault(c, r);
+}
+
+static int body(cursor *c, mori_fi_rule *r) {
+  const char *name = c->p;
+  size_t n = word_len(c);
+  c->p += n;
+  if (n > 0 && c->p < c->end && *c->p == '=') {
+    c->p++;
+    if (n == 4 && memcmp(name, "recv", 4) == 0) return recv_rule(c, r);
+    if (n == 4 && memcmp(name, "send", 4) == 0) return send_rule(c, r);
+    if (n == 5 && memcmp(name, "count", 5) == 0) return path_rule(c, r, MORI_FI_T_COUNT);
+    if (n == 6 && memcmp(name, "record", 6) == 0) return path_rule(c, r, MORI_FI_T_RECORD);
+    return fail(c, name, "unknown setting '%.*s' (expected recv=, send=, count= or record=)",
+                (int)(n < 60 ? n : 60), name);
+  }
+  if (n > 0 && c->p < c->end && *c->p == '#') return call_rule(c, r, name, n);
+  c->p = name;
+  char got[64];
+  shown(c, got, sizeof got);
+  return fail(c, name, "expected FUNCTION#N=, call#N=, recv=, send=, count= or record=, got %s",
+              got);
+}
+
+static int rule(cursor *c, mori_fi_rule *r) {
+  const char *start = c->p;
+  memset(r, 0, sizeof *r);
+  r->rank = -1;
+  r->column = (size_t)(start - c->base) + 1;
+  if (take(c, "rank=")) {
+    uint64_t v;
+    if (number(c, RANK_MAX, &v, "a rank") != 0) return -1;
+    r->rank = (int)v;
+    if (c->p >= c->end || !is_space(*c->p)) {
+      char got[64];
+      shown(c, got, sizeof got);
+      return fail(c, c->p, "expected a space after rank=%d, got %s", r->rank, got);
+    }
+    skip_space(c);
+  }
+  if (body(c, r) != 0) return -1;
+  size_t n = (size_t)(c->p - start);
+  if (n >= sizeof r->text) n = sizeof r->text - 1;
+  memcpy(r->text, start, n);
+  r->text[n] = '\0';
+  return 0;
+}
+
+static int push(mori_fi_schedule *s, size_t *cap, const mori_fi_rule *r) {
+  if (s->n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 4;
+    mori_fi_rule *rules = realloc(s->rules, ncap * sizeof *rules);
+    if (rules == NULL) return -1;
+    s->rules = rules;
+    *cap = ncap;
+  }
+  s->rules[s->n++] = *r;
+  return 0;
+}
+
+int mori_fi_parse(const char *spec, size_t len, mori_fi_schedule *out, char *err,
+                  size_t errlen) {
+  cursor c = {spec, spec, spec + len, err, errlen};
+  size_t cap = 0;
+  memset(out, 0, sizeof *out);
+  if (err && errlen) err[0] = '\0';
+  if (spec == NULL && len > 0) return fail(&c, spec, "no input");
+  for (;;) {
+    skip_space(&c);
+    if (c.p == c.end) return 0;
+    if (*c.p == ';') {
+      c.p++;
+      continue;
+    }
+    mori_fi_rule r;
+    if (rule(&c, &r) != 0 || push(out, &cap, &r) != 0) {
+      free(r.path); /* a failed rule allocated none; a failed push still owns it */
+      if (err && errlen && err[0] == '\0') fail(&c, c.p, "out of memory");
+      mori_fi_schedule_free(out);
+      return -1;
+    }
+    skip_space(&c);
+    if (c.p < c.end && *c.p != ';') {
+      char got[64];
+      shown(&c, got, sizeof got);
+      fail(&c, c.p, "expected ';' or the end after the rule, got %s", got);
+      mori_fi_schedule_free(out);
+      return -1;
+    }
+  }
+}
+
+void mori_fi_schedule_free(mori_fi_schedule *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->rules[i].path);
+  free(s->rules);
+  s->rules = NULL;
+  s->n = 0;
+}
