@@ -230,6 +230,34 @@ static void memset_fills_mapped_memory_and_refuses_unmapped(void **state) {
   assert_hip_ok(mori_hipMemRelease(w.handle));
 }
 
+/* Zeroing whole pages punches a hole in the memfd: the bytes must still read
+ * back as zeros, through this mapping and through a second one, while the
+ * partial pages at either end are written. */
+static void memset_zero_clears_dirty_pages_seen_through_every_mapping(void **state) {
+  struct sim_window w;
+  window_open(&w, 2 * GRAN, hipMemHandleTypePosixFileDescriptor);
+  memset(w.va, 0x5a, w.size);
+  assert_hip_ok(mori_hipMemset(w.va + 100, 0, w.size - 200));
+  void *second = NULL;
+  assert_hip_ok(mori_hipMemAddressReserve(&second, w.size, 0, NULL, 0));
+  assert_hip_ok(mori_hipMemMap(second, w.size, 0, w.handle, 0));
+  hipMemAccessDesc rw = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  assert_hip_ok(mori_hipMemSetAccess(second, w.size, &rw, 1));
+  const unsigned char *views[] = {w.va, second};
+  for (int v = 0; v < 2; v++)
+    for (size_t i = 0; i < w.size; i += 97)
+      assert_int_equal(views[v][i], i < 100 || i >= w.size - 100 ? 0x5a : 0);
+  assert_int_equal(views[1][99], 0x5a);
+  assert_int_equal(views[1][100], 0);
+  assert_int_equal(views[1][w.size - 101], 0);
+  assert_int_equal(views[1][w.size - 100], 0x5a);
+  assert_hip_ok(mori_hipMemUnmap(second, w.size));
+  assert_hip_ok(mori_hipMemAddressFree(second, w.size));
+  assert_hip_ok(mori_hipMemUnmap(w.va, w.size));
+  assert_hip_ok(mori_hipMemAddressFree(w.va, w.size));
+  assert_hip_ok(mori_hipMemRelease(w.handle));
+}
+
 /* ---- a stream wait released by another thread ---- */
 
 struct handoff {
@@ -311,6 +339,7 @@ int main(int argc, char **argv) {
       T(memcpy_into_reserved_but_unmapped_memory_fails_instead_of_faulting),
       T(memcpy_needs_the_access_set_on_the_mapping),
       T(memset_fills_mapped_memory_and_refuses_unmapped),
+      T(memset_zero_clears_dirty_pages_seen_through_every_mapping),
       T(stream_wait_returns_once_another_thread_writes),
       T(concurrent_lifecycles_on_two_threads_leave_nothing_behind),
   };
