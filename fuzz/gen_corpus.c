@@ -185,8 +185,8 @@ static void request_seeds(void) {
   emit_request_patched("world-beyond-max.body", &r, 4, &big, 4);
   emit_request_patched("buffer-beyond-pad.body", &r, 16, "\xff\xff\xff", 3);
   emit_request_patched("unknown-handle-type.body", &r, 68, &two, 4);
-  emit_request_patched("nul-in-socket-name.body", &r, 82 + 3, &nul, 1);
-  emit_request_patched("socket-name-too-long.body", &r, 80, &long_name, 2);
+  emit_request_patched("nul-in-socket-name.body", &r, 86 + 3, &nul, 1);
+  emit_request_patched("socket-name-too-long.body", &r, 84, &long_name, 2);
   mori__fuzz_world_request(0, 4, FABRIC_TYPE, &r);
   emit_request_patched("fabric-claims-fd.body", &r, 68, &fd, 4);
 }

@@ -223,7 +223,9 @@ static int alloc_locked(size_t size, int device, void **ptr) {
                          : mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
   } else {
     b->granularity = gran;
-    b->alloc_size = mori__round_up(b->signal_pad_offset + 2 * b->signal_pad_size, gran);
+    /* The torch pad, then one private slot of the same size per window. */
+    b->alloc_size = mori__round_up(
+        b->signal_pad_offset + (1 + MORI_WIRE_SIGNAL_SLOTS) * b->signal_pad_size, gran);
     if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
     rc = allocate(b, &prop, gran);
     if (rc == 0) rc = export_block(b);

@@ -62,6 +62,7 @@ typedef struct mori_block {
   hipMemFabricHandle_t fabric;
   mori_fsm fsm;
   struct mori_window *windows; /* list of windows on this block */
+  uint32_t signal_slots_used;   /* bit s: private signal slot s taken by a window */
 } mori_block;
 
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
@@ -88,6 +89,7 @@ struct mori_window {
   void **buffer_ptrs, **pad_ptrs; /* host tables */
   void *buffer_ptrs_dev, *pad_ptrs_dev;
   int max_channels;
+  int signal_slot;          /* this window's private signal slot on the block */
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);

@@ -134,6 +134,7 @@ static void fill_request(const mori_window *w, const char *socket_name, mori_req
   mori__host_id(q->host_id);
   q->handle_type = (uint32_t)b->handle_type;
   q->nonce = mori__random64();
+  q->signal_slots_used = b->signal_slots_used;
   if (b->handle_type == hipMemHandleTypeFabric)
     memcpy(q->fabric, b->fabric.data, sizeof q->fabric);
   else
@@ -213,6 +214,26 @@ static int exchange_fds(mori_window *w, mori_store *store, mori_channel *ch,
   return rc;
 }
 
+/* Windows of one block share its private signal area, so each takes a slot
+ * of its own: the lowest slot no member has in use on its block (every
+ * member computes the same one from the same requests).  Without it, two
+ * groups signalling on one channel at once would consume each other's
+ * signals; the fault sweep of the two-groups scenario caught that. */
+static int take_signal_slot(mori_window *w, const mori_request *reqs) {
+  uint32_t used = 0;
+  for (int r = 0; r < w->world; r++) used |= reqs[r].signal_slots_used;
+  for (int s = 0; s < MORI_WIRE_SIGNAL_SLOTS; s++)
+    if (!(used & (1u << s))) {
+      w->signal_slot = s;
+      w->block->signal_slots_used |= 1u << s;
+      return 0;
+    }
+  return mori__error(MORI_ERANGE,
+                     "rendezvous: every one of the %d signal slots of this block is taken by "
+                     "another group on some member (used 0x%x)",
+                     MORI_WIRE_SIGNAL_SLOTS, used);
+}
+
 static int publish(mori_window *w, mori_store *store, mori_request *reqs, int timeout_ms) {
   mori_channel *ch = NULL;
   int fd_path = w->block->handle_type == hipMemHandleTypePosixFileDescriptor;
@@ -227,6 +248,7 @@ static int publish(mori_window *w, mori_store *store, mori_request *reqs, int ti
   MORI_GUARD(mori_validate_world(reqs, w->world, w->rank, &info));
   w->handle_type = (int)info.handle_type;
   w->direct_access = info.world_within_direct_access;
+  MORI_GUARD(take_signal_slot(w, reqs));
   if (fd_path) {
     MORI_GUARD(exchange_fds(w, store, ch, reqs, timeout_ms));
     /* The socket has done its work; closing it now bounds fd use. */
@@ -300,6 +322,7 @@ static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
 /* ---- rendezvous ---- */
 
 static void window_free(mori_window *w) {
+  if (w->signal_slot >= 0) w->block->signal_slots_used &= ~(1u << w->signal_slot);
   mori_fsm_destroy(&w->fsm);
   free(w->group);
   free(w->buffer_ptrs);
@@ -314,6 +337,7 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   w->rank = rank;
   w->world = world;
   w->id = next_window_id++;
+  w->signal_slot = -1;
   w->group = strdup(group);
   w->buffer_ptrs = calloc((size_t)world, sizeof(void *));
   w->pad_ptrs = calloc((size_t)world, sizeof(void *));
@@ -428,7 +452,8 @@ int mori__window_destroy(mori_window *w) {
 /* ---- signals ---- */
 
 static uint32_t *private_cell(const mori_window *w, int owner, int channel, int peer) {
-  char *pad = (char *)w->pad_ptrs[owner] + w->block->signal_pad_size;
+  char *pad = (char *)w->pad_ptrs[owner] +
+              (size_t)(1 + w->signal_slot) * w->block->signal_pad_size;
   return (uint32_t *)pad + (size_t)channel * (size_t)w->world + (size_t)peer;
 }
 

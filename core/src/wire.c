@@ -14,7 +14,7 @@
 #define HEADER_SIZE 12
 #define CRC_SIZE 4
 /* rank..nonce: the request fields before the two length-prefixed ones */
-#define REQUEST_FIXED_SIZE 80
+#define REQUEST_FIXED_SIZE 84
 #define REQUEST_MIN_SIZE (HEADER_SIZE + REQUEST_FIXED_SIZE + 2 + 2 + CRC_SIZE)
 #define DATAGRAM_BODY_SIZE 32
 
@@ -42,6 +42,7 @@ static const struct {
     {MORI_WIRE_ESTRING, "bad socket name: too long, embedded NUL, or present iff not posix_fd"},
     {MORI_WIRE_ETRAILING, "bytes after the last field"},
     {MORI_WIRE_ENOSPACE, "buffer too small for the encoding"},
+    {MORI_WIRE_ESLOTS, "signal slot bitmap names a slot that does not exist"},
 };
 
 const char *mori_wire_strerror(int code) {
@@ -180,8 +181,10 @@ static int check_request(const mori_request *r, const uint8_t *name, size_t name
     return MORI_WIRE_ESIZE;
   /* No pad: the offset is pinned to alloc_size, so there is one encoding. */
   if (r->signal_pad_size == 0 && r->signal_pad_offset != r->alloc_size) return MORI_WIRE_ESIZE;
-  /* The torch pad and the private counter area of the same size after it. */
-  if (r->signal_pad_size > (r->alloc_size - r->signal_pad_offset) / 2) return MORI_WIRE_ESIZE;
+  /* The torch pad, then MORI_WIRE_SIGNAL_SLOTS private slots of the same size. */
+  if (r->signal_pad_size > (r->alloc_size - r->signal_pad_offset) / (1 + MORI_WIRE_SIGNAL_SLOTS))
+    return MORI_WIRE_ESIZE;
+  if (r->signal_slots_used >> MORI_WIRE_SIGNAL_SLOTS) return MORI_WIRE_ESLOTS;
 
   int is_fd = r->handle_type == hipMemHandleTypePosixFileDescriptor;
   int is_fabric = r->handle_type == hipMemHandleTypeFabric;
@@ -223,6 +226,7 @@ int mori_wire_encode_request(const mori_request *r, uint8_t *buf, size_t cap, si
   p = put_bytes(p, r->host_id, MORI_WIRE_HOST_ID_SIZE);
   p = put_u32(p, r->handle_type);
   p = put_u64(p, r->nonce);
+  p = put_u32(p, r->signal_slots_used);
   p = put_blob(p, r->socket_name, name_len);
   p = put_blob(p, r->fabric, fabric_len);
   put_crc(buf, p);
@@ -242,7 +246,8 @@ static int get_request_body(const uint8_t **src, const uint8_t *end, mori_reques
       get_u64(src, end, &r->signal_pad_offset) || get_u64(src, end, &r->signal_pad_size) ||
       get_u32(src, end, &device) || get_u32(src, end, &r->pid) || get_u32(src, end, &r->uid) ||
       get_bytes(src, end, MORI_WIRE_HOST_ID_SIZE, &host_id) || get_u32(src, end, &r->handle_type) ||
-      get_u64(src, end, &r->nonce) || get_blob(src, end, name, name_len) ||
+      get_u64(src, end, &r->nonce) || get_u32(src, end, &r->signal_slots_used) ||
+      get_blob(src, end, name, name_len) ||
       get_blob(src, end, fabric, fabric_len))
     return MORI_WIRE_ELENGTH;
   r->device = (int32_t)device;

@@ -190,6 +190,34 @@ static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void two_groups_on_one_block(void **s) { (void)s; run_expect(4, two_groups_rank, NULL, -1); }
 
+/* Ranks run ahead into the second group's barrier while others are still
+ * in the first's, on the same channel: each window has its own signal slot
+ * on the block, so no signal is taken by the wrong group. */
+static int same_channel_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *a = NULL, *b = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "alpha", ctx->rank, ctx->world, ctx->store, &a, NULL) == 0,
+        "alpha: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "beta", ctx->world - 1 - ctx->rank, ctx->world, ctx->store,
+                             &b, NULL) == 0, "beta: %s", mori_last_error());
+  for (int i = 0; i < 200; i++) {
+    CHECK(mori_window_barrier(a, 0, NULL, 0) == 0, "alpha barrier %d: %s", i, mori_last_error());
+    CHECK(mori_window_barrier(b, 0, NULL, 0) == 0, "beta barrier %d: %s", i, mori_last_error());
+  }
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "same channel");
+}
+
+static void two_groups_of_one_block_signal_on_one_channel_at_once(void **s) {
+  (void)s;
+  setenv("MORI_SIM_WAIT_TIMEOUT_MS", "5000", 1);
+  run_expect(8, same_channel_rank, NULL, -1);
+  unsetenv("MORI_SIM_WAIT_TIMEOUT_MS");
+}
+
 /* Groups {0,1,2} and {1,2,3} of a 4-rank job, both on one block each. */
 static int overlap_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (setup_rank(ctx, msg, msglen)) return 1;
@@ -344,6 +372,7 @@ int main(void) {
       cmocka_unit_test(lifecycle_at_16_ranks),
       cmocka_unit_test(repeated_rendezvous_is_a_cache_hit),
       cmocka_unit_test(two_groups_on_one_block),
+      cmocka_unit_test(two_groups_of_one_block_signal_on_one_channel_at_once),
       cmocka_unit_test(overlapping_subgroups_keep_their_own_sequence),
       cmocka_unit_test(dying_peer_gives_timeout_naming_it),
       cmocka_unit_test(rendezvous_rejects_unequal_sizes_on_every_rank),

@@ -36,8 +36,9 @@ enum {
   OFF_HOST = 64,
   OFF_HANDLE = 80,
   OFF_NONCE = 84,
-  OFF_NAME_LEN = 92,
-  OFF_NAME = 94,
+  OFF_SLOTS = 92,
+  OFF_NAME_LEN = 96,
+  OFF_NAME = 98,
   HEADER = 12,
   CRC = 4
 };
@@ -80,6 +81,7 @@ static size_t raw_request(const mori_request *r, const void *name, size_t name_l
   memcpy(p + OFF_HOST, r->host_id, MORI_WIRE_HOST_ID_SIZE);
   le_put(p + OFF_HANDLE, r->handle_type, 4);
   le_put(p + OFF_NONCE, r->nonce, 8);
+  le_put(p + OFF_SLOTS, r->signal_slots_used, 4);
   le_put(p + OFF_NAME_LEN, name_len, 2);
   p += OFF_NAME;
   if (name_len) memcpy(p, name, name_len);
@@ -109,6 +111,7 @@ static mori_request fd_request(void) {
   for (int i = 0; i < MORI_WIRE_HOST_ID_SIZE; i++) r.host_id[i] = (uint8_t)(0xb0 + i);
   r.handle_type = FD_TYPE;
   r.nonce = 0x0123456789abcdefull;
+  r.signal_slots_used = 0x05;
   strcpy(r.socket_name, "/tmp/mori-symm.x1/g0.7.2");
   return r;
 }
@@ -142,6 +145,7 @@ static void assert_request_equal(const mori_request *a, const mori_request *b) {
   assert_memory_equal(a->host_id, b->host_id, MORI_WIRE_HOST_ID_SIZE);
   assert_int_equal(a->handle_type, b->handle_type);
   assert_int_equal(a->nonce, b->nonce);
+  assert_int_equal(a->signal_slots_used, b->signal_slots_used);
   assert_string_equal(a->socket_name, b->socket_name);
   assert_memory_equal(a->fabric, b->fabric, MORI_WIRE_FABRIC_SIZE);
 }
@@ -211,7 +215,7 @@ static void request_encoding_matches_the_documented_layout(void **state) {
   want_len = raw_fabric(&fab, want);
   assert_int_equal(mori_wire_encode_request(&fab, got, sizeof got, &len), MORI_WIRE_OK);
   assert_int_equal(len, want_len);
-  assert_int_equal(len, 100 + MORI_WIRE_FABRIC_SIZE);
+  assert_int_equal(len, 104 + MORI_WIRE_FABRIC_SIZE);
   assert_memory_equal(got, want, len);
 }
 
@@ -240,9 +244,10 @@ static void request_round_trips_at_the_field_limits(void **state) {
   r.world_size = MORI_WIRE_MAX_WORLD;
   r.rank = MORI_WIRE_MAX_WORLD - 1;
   r.alloc_size = UINT64_MAX;
-  r.buffer_size = UINT64_MAX - 2;
-  r.signal_pad_offset = UINT64_MAX - 2;
-  r.signal_pad_size = 1; /* exactly fills the block: pad + counter area */
+  r.buffer_size = UINT64_MAX - 1 - MORI_WIRE_SIGNAL_SLOTS;
+  r.signal_pad_offset = UINT64_MAX - 1 - MORI_WIRE_SIGNAL_SLOTS;
+  r.signal_pad_size = 1; /* exactly fills the block: pad + every signal slot */
+  r.signal_slots_used = (1u << MORI_WIRE_SIGNAL_SLOTS) - 1;
   r.device = -1;
   r.pid = UINT32_MAX;
   r.uid = UINT32_MAX;
@@ -391,9 +396,12 @@ static void pad_offset_past_alloc(mori_request *r) {
   r->signal_pad_size = 0, r->signal_pad_offset = r->alloc_size + 1;
 }
 static void counters_past_alloc(mori_request *r) {
-  r->signal_pad_size = (r->alloc_size - r->signal_pad_offset) / 2 + 1;
+  r->signal_pad_size = (r->alloc_size - r->signal_pad_offset) / (1 + MORI_WIRE_SIGNAL_SLOTS) + 1;
 }
 static void pad_doubling_overflows(mori_request *r) { r->signal_pad_size = 1ull << 63; }
+static void slot_past_the_last(mori_request *r) {
+  r->signal_slots_used = 1u << MORI_WIRE_SIGNAL_SLOTS;
+}
 static void no_pad_offset_not_alloc(mori_request *r) {
   r->signal_pad_size = 0, r->signal_pad_offset = r->alloc_size - 1;
 }
@@ -412,6 +420,7 @@ static const field_case field_cases[] = {
     {"signal pad offset past alloc_size", pad_offset_past_alloc, MORI_WIRE_ESIZE},
     {"counter area past alloc_size", counters_past_alloc, MORI_WIRE_ESIZE},
     {"2 * signal_pad_size overflows", pad_doubling_overflows, MORI_WIRE_ESIZE},
+    {"signal slot past the last", slot_past_the_last, MORI_WIRE_ESLOTS},
     {"no pad but offset != alloc_size", no_pad_offset_not_alloc, MORI_WIRE_ESIZE},
     {"handle type none", handle_none, MORI_WIRE_EHANDLE},
     {"handle type win32", handle_win32, MORI_WIRE_EHANDLE},
@@ -534,7 +543,7 @@ static void request_any_sealed_byte_substitution_decodes_canonically(void **stat
         } else {
           assert_true(rc == MORI_WIRE_ELENGTH || rc == MORI_WIRE_ERANK || rc == MORI_WIRE_ESIZE ||
                       rc == MORI_WIRE_EHANDLE || rc == MORI_WIRE_ESTRING ||
-                      rc == MORI_WIRE_ETRAILING);
+                      rc == MORI_WIRE_ETRAILING || rc == MORI_WIRE_ESLOTS);
           rejected++;
         }
       }
@@ -684,12 +693,12 @@ static void datagram_encoder_needs_48_bytes(void **state) {
 
 static void every_wire_error_has_its_own_text(void **state) {
   const char *unknown = mori_wire_strerror(-1000);
-  for (int a = MORI_WIRE_OK; a >= MORI_WIRE_ENOSPACE; a--) {
+  for (int a = MORI_WIRE_OK; a >= MORI_WIRE_ESLOTS; a--) {
     assert_string_not_equal(mori_wire_strerror(a), unknown);
-    for (int b = a - 1; b >= MORI_WIRE_ENOSPACE; b--)
+    for (int b = a - 1; b >= MORI_WIRE_ESLOTS; b--)
       assert_string_not_equal(mori_wire_strerror(a), mori_wire_strerror(b));
   }
-  assert_string_equal(mori_wire_strerror(MORI_WIRE_ENOSPACE - 1), unknown);
+  assert_string_equal(mori_wire_strerror(MORI_WIRE_ESLOTS - 1), unknown);
 }
 
 int main(void) {

@@ -24,8 +24,8 @@ extern "C" {
 /* ---- process-wide settings (before the first allocation) ---- */
 
 /* torch's default signal pad is 9216 bytes; 0 turns the pad off.  The block
- * carries the torch-visible pad and, after it, a private counter area of
- * the same size for barrier/put_signal/wait_signal. */
+ * carries the torch-visible pad and, after it, MORI_WIRE_SIGNAL_SLOTS
+ * private slots of the same size for barrier/put_signal/wait_signal. */
 #define MORI_SYMM_DEFAULT_SIGNAL_PAD 9216
 void mori_symm_set_signal_pad_size(size_t bytes);
 size_t mori_symm_signal_pad_size(void);
@@ -77,15 +77,13 @@ void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
 /* The span: base and stride (slot r = base + r * stride). */
 void *mori_window_span(const mori_window *w, size_t *stride);
 
-/* Stream-ordered signals over the private counter area of the pad (torch's
- * own pad stays zero).  Cell (channel, src) of rank dst is a one-slot
- * mailbox: put_signal waits until dst emptied it and sets it; wait_signal
- * waits until src set it and empties it; barrier = put to all + wait on
- * all.  Windows of one block share the cells, as torch's windows share its
- * pad: two groups of one block may use a channel one after another, not
- * at the same time.  stream is the runtime's stream (NULL: default).  On
- * sim a wait is bounded by MORI_SIM_WAIT_TIMEOUT_MS; on a GPU it is
- * enqueued on the stream.  timeout_ms is reserved. */
+/* Stream-ordered signals over the window's own slot of the block's private
+ * signal area (torch's pad stays zero; up to 8 windows per block).  Cell
+ * (channel, src) of rank dst is a one-slot mailbox: put_signal waits until
+ * dst emptied it and sets it; wait_signal waits until src set it and empties
+ * it; barrier = put to all + wait on all.  stream is the runtime's stream
+ * (NULL: default).  On sim a wait is bounded by MORI_SIM_WAIT_TIMEOUT_MS; on
+ * a GPU it is enqueued on the stream.  timeout_ms is reserved. */
 int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
                            int timeout_ms);
 int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,

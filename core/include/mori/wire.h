@@ -27,6 +27,9 @@ extern "C" {
 #define MORI_WIRE_HOST_ID_SIZE 16
 #define MORI_WIRE_MAX_WORLD 4096
 #define MORI_WIRE_REQUEST_MAX 512     /* no valid request is longer */
+/* The private signal area of a block holds this many slots of
+ * signal_pad_size bytes, one per window (group) on the block. */
+#define MORI_WIRE_SIGNAL_SLOTS 8
 
 enum {
   MORI_WIRE_OK = 0,
@@ -41,7 +44,8 @@ enum {
   MORI_WIRE_EHANDLE = -9,    /* unknown handle type, or blob length wrong for it */
   MORI_WIRE_ESTRING = -10,   /* socket name too long, embedded NUL, or empty for fd */
   MORI_WIRE_ETRAILING = -11, /* bytes after the last field before the CRC */
-  MORI_WIRE_ENOSPACE = -12   /* encode: buffer too small */
+  MORI_WIRE_ENOSPACE = -12,  /* encode: buffer too small */
+  MORI_WIRE_ESLOTS = -13     /* signal slot bitmap names a slot past MORI_WIRE_SIGNAL_SLOTS */
 };
 const char *mori_wire_strerror(int code);
 
@@ -56,6 +60,8 @@ typedef struct mori_request {
   uint8_t host_id[MORI_WIRE_HOST_ID_SIZE]; /* boot id */
   uint32_t handle_type;       /* hipMemHandleTypePosixFileDescriptor or Fabric */
   uint64_t nonce;             /* random per request; datagrams echo the receiver's */
+  uint32_t signal_slots_used; /* bit s: signal slot s of this block is taken by
+                                 another window (the group picks a slot free on all) */
   char socket_name[MORI_WIRE_SOCKET_NAME_MAX + 1]; /* fd path; "" for fabric */
   uint8_t fabric[MORI_WIRE_FABRIC_SIZE];           /* fabric path only */
 } mori_request;
