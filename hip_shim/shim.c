@@ -18,31 +18,12 @@
 
 /* ---- error names ---- */
 
+#define MORI_ERROR_ROW(e) {e, #e},
 static const struct {
   hipError_t code;
   const char *name;
-} error_names[] = {
-    {hipSuccess, "hipSuccess"},
-    {hipErrorInvalidValue, "hipErrorInvalidValue"},
-    {hipErrorOutOfMemory, "hipErrorOutOfMemory"},
-    {hipErrorNotInitialized, "hipErrorNotInitialized"},
-    {hipErrorInvalidDevice, "hipErrorInvalidDevice"},
-    {hipErrorInvalidContext, "hipErrorInvalidContext"},
-    {hipErrorMapFailed, "hipErrorMapFailed"},
-    {hipErrorUnmapFailed, "hipErrorUnmapFailed"},
-    {hipErrorAlreadyMapped, "hipErrorAlreadyMapped"},
-    {hipErrorNotMapped, "hipErrorNotMapped"},
-    {hipErrorPeerAccessUnsupported, "hipErrorPeerAccessUnsupported"},
-    {hipErrorInvalidHandle, "hipErrorInvalidHandle"},
-    {hipErrorNotFound, "hipErrorNotFound"},
-    {hipErrorNotReady, "hipErrorNotReady"},
-    {hipErrorIllegalAddress, "hipErrorIllegalAddress"},
-    {hipErrorLaunchTimeOut, "hipErrorLaunchTimeOut"},
-    {hipErrorLaunchFailure, "hipErrorLaunchFailure"},
-    {hipErrorNotSupported, "hipErrorNotSupported"},
-    {hipErrorUnknown, "hipErrorUnknown"},
-    {hipErrorRuntimeOther, "hipErrorRuntimeOther"},
-};
+} error_names[] = {MORI_HIP_ERROR_LIST(MORI_ERROR_ROW)};
+#undef MORI_ERROR_ROW
 
 const char *mori_hipGetErrorName(hipError_t err) {
   static __thread char buf[32];

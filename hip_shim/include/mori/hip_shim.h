@@ -47,6 +47,30 @@ typedef enum hipError_t {
   hipErrorRuntimeOther = 1053   /* the shim: backend not built or not available */
 } hipError_t;
 
+/* Every hipError_t above, once: the shim's names and the fault schedule's
+ * error names both expand this list. */
+#define MORI_HIP_ERROR_LIST(X) \
+  X(hipSuccess) \
+  X(hipErrorInvalidValue) \
+  X(hipErrorOutOfMemory) \
+  X(hipErrorNotInitialized) \
+  X(hipErrorInvalidDevice) \
+  X(hipErrorInvalidContext) \
+  X(hipErrorMapFailed) \
+  X(hipErrorUnmapFailed) \
+  X(hipErrorAlreadyMapped) \
+  X(hipErrorNotMapped) \
+  X(hipErrorPeerAccessUnsupported) \
+  X(hipErrorInvalidHandle) \
+  X(hipErrorNotFound) \
+  X(hipErrorNotReady) \
+  X(hipErrorIllegalAddress) \
+  X(hipErrorLaunchTimeOut) \
+  X(hipErrorLaunchFailure) \
+  X(hipErrorNotSupported) \
+  X(hipErrorUnknown) \
+  X(hipErrorRuntimeOther)
+
 typedef enum hipMemAllocationType {
   hipMemAllocationTypeInvalid = 0x0,
   hipMemAllocationTypePinned = 0x1,
