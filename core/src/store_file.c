@@ -22,7 +22,7 @@
 /* An encoded key must leave room in NAME_MAX for the ".lock-" prefix. */
 #define KEY_NAME_MAX 240
 #define POLL_START_NS 50000L    /* first sleep of get: most keys are nearly there */
-#define POLL_MAX_NS 5000000L    /* longest sleep: bounds the latency of a late key */
+#define POLL_MAX_NS 1000000L    /* longest sleep: bounds the latency of a late key */
 
 typedef struct file_store {
   mori_store base; /* first: the public view */
