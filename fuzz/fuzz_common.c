@@ -45,6 +45,7 @@ static const int decode_results[] = {
     MORI_WIRE_OK,    MORI_WIRE_ETRUNCATED, MORI_WIRE_EMAGIC,  MORI_WIRE_EVERSION,
     MORI_WIRE_EKIND, MORI_WIRE_ELENGTH,    MORI_WIRE_ECRC,    MORI_WIRE_ERANK,
     MORI_WIRE_ESIZE, MORI_WIRE_EHANDLE,    MORI_WIRE_ESTRING, MORI_WIRE_ETRAILING,
+    MORI_WIRE_ESLOTS,
 };
 
 int mori__fuzz_is_decode_result(int rc) {
@@ -102,6 +103,13 @@ static void check_request_fields(const mori_request *r) {
   MORI_FUZZ_CHECK(r->signal_pad_size != 0 || r->signal_pad_offset == r->alloc_size,
                   "request: accepted no pad at offset %llu of %llu",
                   (unsigned long long)r->signal_pad_offset, (unsigned long long)r->alloc_size);
+  MORI_FUZZ_CHECK(r->signal_pad_size <=
+                      (r->alloc_size - r->signal_pad_offset) / (1 + MORI_WIRE_SIGNAL_SLOTS),
+                  "request: accepted pad %llu with %d slots in %llu bytes after the offset",
+                  (unsigned long long)r->signal_pad_size, MORI_WIRE_SIGNAL_SLOTS,
+                  (unsigned long long)(r->alloc_size - r->signal_pad_offset));
+  MORI_FUZZ_CHECK((r->signal_slots_used >> MORI_WIRE_SIGNAL_SLOTS) == 0,
+                  "request: accepted signal slot bitmap 0x%x", r->signal_slots_used);
   MORI_FUZZ_CHECK(is_fd || r->handle_type == hipMemHandleTypeFabric,
                   "request: accepted handle type %u", r->handle_type);
   MORI_FUZZ_CHECK(memchr(r->socket_name, '\0', sizeof r->socket_name) != NULL,
