@@ -6,6 +6,7 @@
  * needs an IMEX domain; and the ledger at the end.  Prints what it sees;
  * exits 0 only if every step behaved.
  */
+#include "fd_pass.h"
 #include "mori/hip_shim.h"
 
 #include <stdio.h>
@@ -36,49 +37,6 @@ static int failures;
       goto out;                                                                            \
     }                                                                                      \
   } while (0)
-
-static int send_fd(int sock, int fd) {
-  char byte = 'f';
-  struct iovec iov = {&byte, 1};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } control;
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  memset(&control, 0, sizeof control);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return mori_sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock) {
-  char byte;
-  struct iovec iov = {&byte, 1};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } control;
-  struct msghdr msg;
-  int fd = -1;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  if (mori_recvmsg(sock, &msg, 0) != 1) return -1;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  if (c == NULL || c->cmsg_type != SCM_RIGHTS) return -1;
-  memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  return fd;
-}
 
 static hipMemAllocationProp prop_of(hipMemAllocationHandleType type) {
   hipMemAllocationProp p;
@@ -123,7 +81,7 @@ static int peer(int sock) {
   void *va = NULL;
   size_t gran = 0;
   uint32_t word = 0;
-  int fd = recv_fd(sock);
+  int fd = test_recv_fd(sock);
   alarm(120); /* a wedged driver must not hold the run */
   if (fd < 0) return 2; /* the exporter gave up before sending */
   memset(&rw, 0, sizeof rw);
@@ -201,7 +159,7 @@ int main(void) {
   words[0] = 0xC0FFEEu;
   STEP(mori_hipMemcpy(va, words, sizeof words, hipMemcpyHostToDevice));
   /* The other process: its own driver, its own mapping, its own write. */
-  EXPECT(send_fd(sv[0], fd) == 0);
+  EXPECT(test_send_fd(sv[0], fd) == 0);
   EXPECT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
   pid = -1;
   STEP(mori_hipStreamWaitValue32(NULL, (char *)va + 128, 42, hipStreamWaitValueGte, 0xFFFFFFFFu));

@@ -28,7 +28,7 @@ static void child_import_and_reply(int sock, size_t size) {
   hipMemAccessDesc rw = hipstub_rw(0);
   unsigned char got[PATTERN_BYTES], want[PATTERN_BYTES];
   void *va = NULL;
-  int fd = hipstub_recv_fd(sock);
+  int fd = test_recv_fd(sock);
   CHILD_CHECK(fd > 0);
   /* The shim's convention whatever the runtime: the fd by value. */
   CHILD_CHECK(mori_hipMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
@@ -84,7 +84,7 @@ void hipstub_share_posix_window(void) {
                                                       0),
                    hipSuccess);
   assert_true(fd >= 0);
-  assert_int_equal(hipstub_send_fd(sv[0], fd), 0);
+  assert_int_equal(test_send_fd(sv[0], fd), 0);
   hipstub_assert_child_ok(pid);
   close(sv[0]);
 

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "fd_pass.h"
 #include "mori/hip_shim.h"
 
 #include <stdio.h>
@@ -58,50 +59,6 @@ void hipstub_share_posix_window(void);
       _exit(__LINE__ % 250 + 1);                                                           \
     }                                                                                      \
   } while (0)
-
-static inline int hipstub_send_fd(int sock, int fd) {
-  char byte = 'f';
-  struct iovec iov = {&byte, 1};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } control;
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  memset(&control, 0, sizeof control);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return mori_sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
-}
-
-/* The received fd, or -1. */
-static inline int hipstub_recv_fd(int sock) {
-  char byte;
-  struct iovec iov = {&byte, 1};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } control;
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  if (mori_recvmsg(sock, &msg, 0) != 1) return -1;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  if (c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  return fd;
-}
 
 /* Waits for pid and asserts that it exited with status 0. */
 static inline void hipstub_assert_child_ok(pid_t pid) {

@@ -4,6 +4,7 @@
  * by POSIX fd over SCM_RIGHTS or by fabric blob over a pipe; data and stream
  * memory operations cross in both directions.  Profile gfx1250 (fabric).
  */
+#include "fd_pass.h"
 #include "sim_test.h"
 
 #include <errno.h>
@@ -24,41 +25,6 @@ static size_t first_mismatch(const unsigned char *p, size_t n, int seed) {
   return i;
 }
 
-static int send_fd(int sock, int fd) {
-  char byte = 'F';
-  struct iovec iov = {&byte, 1};
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  memset(&u, 0, sizeof u); /* the header's padding goes to the kernel too */
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return mori_sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock) {
-  char byte;
-  struct iovec iov = {&byte, 1};
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-  if (mori_recvmsg(sock, &msg, 0) != 1) return -1;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  if (c == NULL || c->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  return fd;
-}
-
 /* ---- the importing process ("--import fd|fabric <channel> [handshake]") ---- */
 
 #define CHILD_CHECK(cond, ...)                                                             \
@@ -76,7 +42,7 @@ static hipError_t import_from(const char *how, int chan, hipMemGenericAllocation
     if (read(chan, &blob, sizeof blob) != (ssize_t)sizeof blob) return hipErrorInvalidValue;
     return mori_hipMemImportFromShareableHandle(h, &blob, hipMemHandleTypeFabric);
   }
-  int fd = recv_fd(chan);
+  int fd = test_recv_fd(chan);
   if (fd < 0) return hipErrorInvalidValue;
   hipError_t e = mori_hipMemImportFromShareableHandle(h, (void *)(intptr_t)fd,
                                                       hipMemHandleTypePosixFileDescriptor);
@@ -151,7 +117,7 @@ static void posix_fd_shares_memory_with_another_process(void **state) {
   assert_hip_ok(
       mori_hipMemExportToShareableHandle(&fd, w.handle, hipMemHandleTypePosixFileDescriptor, 0));
   assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
-  assert_int_equal(send_fd(sv[0], fd), 0);
+  assert_int_equal(test_send_fd(sv[0], fd), 0);
   expect_child_success(spawn_importer("fd", sv[1], 0));
   assert_int_equal(first_mismatch(w.va + GRAN, GRAN, 2), GRAN); /* the importer's writes */
   window_close(&w);
@@ -185,7 +151,7 @@ static void stream_memops_synchronise_two_processes(void **state) {
   assert_hip_ok(
       mori_hipMemExportToShareableHandle(&fd, w.handle, hipMemHandleTypePosixFileDescriptor, 0));
   assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
-  assert_int_equal(send_fd(sv[0], fd), 0);
+  assert_int_equal(test_send_fd(sv[0], fd), 0);
   struct self_child c = spawn_importer("fd", sv[1], 1);
   assert_hip_ok(mori_hipStreamWaitValue32(NULL, &words[0], 1, hipStreamWaitValueEq, ~0u));
   assert_int_equal(words[2], 0); /* the importer has not answered before the go */
