@@ -5,6 +5,7 @@
  * request.  Sends never block, because a peer's queue holds only
  * max_dgram_qlen datagrams: sending and receiving interleave under one poll.
  */
+#include "internal.h"
 #include "mori/channel.h"
 #include "mori/error.h"
 
@@ -392,11 +393,7 @@ static int timeout_error(const exchange *x, int timeout_ms) {
                      x->to_send ? " (their queues stayed full)" : "");
 }
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static long long now_ms(void) { return (long long)(mori__now_us() / 1e3); }
 
 /* Sends are retried every SEND_RETRY_MS while any is held up; otherwise the
  * loop sleeps in poll until a datagram arrives or time runs out. */

@@ -4,6 +4,7 @@
  * writes a private temp file and renames it over the key; add serialises
  * read-modify-write with an flock on a lock file beside the key.
  */
+#include "internal.h"
 #include "mori/error.h"
 #include "mori/store.h"
 
@@ -137,11 +138,7 @@ static int read_whole(int fd, const char *key, void **value, size_t *len) {
   return 0;
 }
 
-static long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+static long long now_ns(void) { return (long long)(mori__now_us() * 1e3); }
 
 static int fs_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
   file_store *fs = (file_store *)s;
