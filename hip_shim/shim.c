@@ -10,6 +10,8 @@
 #include "shim_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -430,15 +432,12 @@ int mori_shim_runtime_version(void) {
   return v;
 }
 
-/* ---- the socket calls ---- */
+/* ---- the OS calls ---- */
 
-ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags) {
-  return sendmsg(fd, msg, flags);
-}
-
-ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags) {
-  return recvmsg(fd, msg, flags);
-}
+#define MORI_SHIM_OS_FORWARD(ret, name, params, args) \
+  ret mori_##name params { return name args; }
+MORI_SHIM_OS_CALLS(MORI_SHIM_OS_FORWARD)
+#undef MORI_SHIM_OS_FORWARD
 
 int mori_close(int fd) {
   ledger_remove(L_EXPORTED_FD, (uintptr_t)(unsigned)fd);

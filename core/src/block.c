@@ -109,7 +109,7 @@ mori_block *mori__block_find(const void *ptr) {
 static int table_insert(mori_block *b) {
   if (nblocks == cap_blocks) {
     size_t cap = cap_blocks ? cap_blocks * 2 : 16;
-    mori_block **n = realloc(blocks, cap * sizeof *n);
+    mori_block **n = mori_realloc(blocks, cap * sizeof *n);
     if (n == NULL) return mori__error(MORI_ENOMEM, "alloc: block table out of memory");
     blocks = n;
     cap_blocks = cap;
@@ -140,7 +140,7 @@ static int zero_block(mori_block *b) {
   /* hipMemset fails on fabric-handle memory on some ROCm releases
    * (docs/quirks.md, memset-fabric): zero those with copies instead. */
   static const size_t chunk = 1 << 20;
-  void *zeros = calloc(1, chunk);
+  void *zeros = mori_calloc(1, chunk);
   if (zeros == NULL) return mori__error(MORI_ENOMEM, "alloc: zero buffer");
   int rc = 0;
   for (size_t off = 0; off < b->alloc_size && rc == 0; off += chunk) {
@@ -203,7 +203,7 @@ static int alloc_locked(size_t size, int device, void **ptr) {
   }
   MORI_HIP("hipSetDevice", mori_hipSetDevice(device));
   if (!probes[device].done) probe_device(device);
-  mori_block *b = calloc(1, sizeof *b);
+  mori_block *b = mori_calloc(1, sizeof *b);
   if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
   b->device = device;
   b->exported_fd = -1;

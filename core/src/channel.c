@@ -142,7 +142,7 @@ static int channel_path(uint64_t window_seq, char *out, size_t cap) {
 int mori_channel_open(uint64_t window_seq, mori_channel **out) {
   if (!out) return mori__error(MORI_EINVAL, "mori_channel_open: out is NULL");
   *out = NULL;
-  mori_channel *ch = calloc(1, sizeof *ch);
+  mori_channel *ch = mori_calloc(1, sizeof *ch);
   if (!ch) return mori__error(MORI_ENOMEM, "fd channel: %zu bytes", sizeof *ch);
   ch->fd = -1;
   ch->window_seq = window_seq;
@@ -152,12 +152,12 @@ int mori_channel_open(uint64_t window_seq, mori_channel **out) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   memcpy(addr.sun_path, ch->name, strlen(ch->name) + 1);
   const char *call = NULL;
-  ch->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ch->fd = mori_socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (ch->fd < 0)
     call = "socket";
-  else if (setsockopt(ch->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+  else if (mori_setsockopt(ch->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
     call = "setsockopt(SO_PASSCRED)"; /* without it no datagram carries credentials */
-  else if (bind(ch->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+  else if (mori_bind(ch->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
     call = "bind";
   else if (chmod(ch->name, 0600) != 0)
     call = "chmod"; /* peers need write permission, which a umask may have removed */
@@ -170,7 +170,7 @@ int mori_channel_open(uint64_t window_seq, mori_channel **out) {
 fail:
   if (ch->fd >= 0) {
     mori_close(ch->fd);
-    unlink(ch->name); /* the path is ours alone: nothing else can have bound it */
+    mori_unlinkat(AT_FDCWD, ch->name, 0); /* the path is ours alone: nothing else can have bound it */
   }
   free(ch);
   return rc;
@@ -182,7 +182,7 @@ int mori_channel_fd(const mori_channel *ch) { return ch->fd; }
 void mori_channel_close(mori_channel *ch) {
   if (!ch) return;
   mori_close(ch->fd); /* datagrams still queued, and fds in them, go with it */
-  unlink(ch->name);
+  mori_unlinkat(AT_FDCWD, ch->name, 0);
   free(ch);
 }
 
@@ -410,7 +410,7 @@ static int exchange_run(exchange *x, int timeout_ms) {
     /* With an abort check, wake up now and then to run it. */
     long long slice = x->to_send ? SEND_RETRY_MS : x->ch->abort_check ? ABORT_CHECK_MS : left;
     int wait = (int)(left > slice ? slice : left);
-    if (poll(&p, 1, wait) < 0 && errno != EINTR)
+    if (mori_poll(&p, 1, wait) < 0 && errno != EINTR)
       return mori__error(MORI_EIO, "poll(%s): %s", x->ch->name, strerror(errno));
   }
 }
@@ -440,7 +440,7 @@ int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world,
   for (int r = 0; fds_out && r < world && r < MORI_WIRE_MAX_WORLD; r++) fds_out[r] = -1;
   int rc = exchange_check_args(ch, reqs, world, self, my_fd, fds_out, timeout_ms);
   if (rc < 0) goto Exit;
-  flags = calloc(2, (size_t)world);
+  flags = mori_calloc(2, (size_t)world);
   if (!flags) {
     rc = mori__error(MORI_ENOMEM, "%d bytes", 2 * world);
     goto Exit;

@@ -81,11 +81,11 @@ void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
   if (forced) {
     snprintf(text, sizeof text, "%s", forced);
   } else {
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    int fd = mori_openat(AT_FDCWD, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0);
     if (fd >= 0) {
-      ssize_t n = read(fd, text, sizeof text - 1);
+      ssize_t n = mori_read(fd, text, sizeof text - 1);
       text[n > 0 ? n : 0] = '\0';
-      close(fd);
+      mori_close(fd);
     }
   }
   size_t k = 0;

@@ -96,4 +96,29 @@ mori_window *mori__window_find(mori_block *b, const char *group);
 /* Synchronizes and unwinds the window's ledger; frees the struct. */
 int mori__window_destroy(mori_window *w);
 
+
+/* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
+
+/* mori_symm/<group>/<seq>/<what>/<rank> */
+void mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank);
+/* Gets what/<r> for every rank r != self into vals/lens (malloc'd; free
+ * with mori__free_vals); ends early with MORI_EPEER on a peer's abort, and
+ * on a timeout names every rank still missing. */
+int mori__gather(mori_window *w, mori_store *store, const char *what, void **vals,
+                 size_t *lens, int timeout_ms);
+void mori__free_vals(void **vals, int n);
+/* Sets what/<self>, then gathers what/<r> of every other rank. */
+int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int timeout_ms);
+/* Tells the group this rank gave up, so peers stop waiting (best effort). */
+void mori__publish_abort(mori_window *w, mori_store *store);
+int mori__publish_request(mori_window *w, mori_store *store, const mori_request *q);
+/* Gathers and decodes every other rank's request into reqs. */
+int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs, int timeout_ms);
+/* The fd channel's abort check: ctx is a struct mori__abort_ctx. */
+struct mori__abort_ctx {
+  mori_window *w;
+  mori_store *store;
+};
+int mori__channel_abort_check(void *ctx);
+
 #endif

@@ -117,7 +117,7 @@ static int cmp_nonce(const void *pa, const void *pb) {
 }
 
 static int check_distinct(const mori_request *reqs, int world) {
-  rank_key *keys = malloc((size_t)world * sizeof *keys);
+  rank_key *keys = mori_malloc((size_t)world * sizeof *keys);
   if (!keys) return mori__error(MORI_ENOMEM, "rendezvous: malloc of %d rank keys failed", world);
   for (int i = 0; i < world; i++) {
     memcpy(keys[i].host_id, reqs[i].host_id, MORI_WIRE_HOST_ID_SIZE);

@@ -74,7 +74,7 @@ static int key_path(const file_store *fs, const char *key, const char *prefix, c
 static int write_all(int fd, const void *buf, size_t len) {
   const char *p = buf;
   while (len > 0) {
-    ssize_t n = write(fd, p, len);
+    ssize_t n = mori_write(fd, p, len);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -1;
     p += n;
@@ -90,16 +90,16 @@ static int publish(file_store *fs, const char *key, const char *path, const void
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%lu", fs->dir, (long)getpid(),
            atomic_fetch_add(&temp_counter, 1));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = mori_openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
     return mori__error(MORI_EIO, "file store: set '%s': open(%s): %s", key, tmp, strerror(errno));
   const char *failed = NULL;
   if (write_all(fd, value, len) != 0) failed = "write";
   int err = errno;
-  if (close(fd) != 0 && !failed) failed = "close", err = errno;
-  if (!failed && rename(tmp, path) != 0) failed = "rename", err = errno;
+  if (mori_close(fd) != 0 && !failed) failed = "close", err = errno;
+  if (!failed && mori_renameat(AT_FDCWD, tmp, AT_FDCWD, path) != 0) failed = "rename", err = errno;
   if (!failed) return 0;
-  unlink(tmp);
+  mori_unlinkat(AT_FDCWD, tmp, 0);
   return mori__error(MORI_EIO, "file store: set '%s': %s(%s -> %s): %s", key, failed, tmp, path,
                      strerror(err));
 }
@@ -116,13 +116,13 @@ static int fs_set(mori_store *s, const char *key, const void *value, size_t len)
  * (not counted in len), so integer values parse in place. */
 static int read_whole(int fd, const char *key, void **value, size_t *len) {
   struct stat st;
-  if (fstat(fd, &st) != 0)
+  if (mori_fstat(fd, &st) != 0)
     return mori__error(MORI_EIO, "file store: get '%s': fstat: %s", key, strerror(errno));
   size_t cap = (size_t)st.st_size, n = 0;
-  char *buf = malloc(cap + 1);
+  char *buf = mori_malloc(cap + 1);
   if (!buf) return mori__error(MORI_ENOMEM, "file store: get '%s': %zu bytes", key, cap + 1);
   while (n < cap) {
-    ssize_t r = read(fd, buf + n, cap - n);
+    ssize_t r = mori_read(fd, buf + n, cap - n);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       int err = errno;
@@ -149,10 +149,10 @@ static int fs_get(mori_store *s, const char *key, void **value, size_t *len, int
   long long deadline = now_ns() + (long long)timeout_ms * 1000000LL;
   long sleep_ns = POLL_START_NS;
   for (;;) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = mori_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
     if (fd >= 0) {
       int rc = read_whole(fd, key, value, len);
-      close(fd);
+      mori_close(fd);
       return rc;
     }
     if (errno != ENOENT)
@@ -180,7 +180,7 @@ static int parse_counter(const char *key, const char *text, size_t len, int64_t 
 }
 
 static int read_counter(const char *key, const char *path, int64_t *out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = mori_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0 && errno == ENOENT) {
     *out = 0;
     return 0;
@@ -191,7 +191,7 @@ static int read_counter(const char *key, const char *path, int64_t *out) {
   void *buf;
   size_t len;
   int rc = read_whole(fd, key, &buf, &len);
-  close(fd);
+  mori_close(fd);
   if (rc < 0) return rc;
   rc = parse_counter(key, buf, len, out);
   free(buf);
@@ -218,18 +218,18 @@ static int fs_add(mori_store *s, const char *key, int64_t delta, int64_t *result
   char path[PATH_MAX], lock[PATH_MAX];
   MORI_GUARD(key_path(fs, key, "", path));
   MORI_GUARD(key_path(fs, key, ".lock-", lock));
-  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = mori_openat(AT_FDCWD, lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0)
     return mori__error(MORI_EIO, "file store: add '%s': open(%s): %s", key, lock,
                        strerror(errno));
   int rc;
-  while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+  while ((rc = mori_flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
   }
   if (rc != 0)
     rc = mori__error(MORI_EIO, "file store: add '%s': flock(%s): %s", key, lock, strerror(errno));
   else
     rc = add_locked(fs, key, path, delta, result);
-  close(fd); /* drops the lock */
+  mori_close(fd); /* drops the lock */
   return rc;
 }
 
@@ -244,7 +244,7 @@ static int make_dirs(const char *dir) {
     if (*p != '/' && *p != '\0') continue;
     char c = *p;
     *p = '\0';
-    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+    if (mori_mkdirat(AT_FDCWD, path, 0700) != 0 && errno != EEXIST)
       return mori__error(MORI_EIO, "file store: mkdir(%s): %s", path, strerror(errno));
     if (c == '\0') break;
     *p = c;
@@ -259,7 +259,7 @@ int mori_file_store_open(const char *dir, mori_store **out) {
   if (!dir || !*dir || !out) return mori__error(MORI_EINVAL, "file store: no directory given");
   *out = NULL;
   MORI_GUARD(make_dirs(dir));
-  file_store *fs = calloc(1, sizeof *fs);
+  file_store *fs = mori_calloc(1, sizeof *fs);
   if (!fs) return mori__error(MORI_ENOMEM, "file store: %zu bytes", sizeof *fs);
   if (snprintf(fs->dir, sizeof fs->dir, "%s", dir) > PATH_MAX - NAME_MAX - 2) {
     free(fs);

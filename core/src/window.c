@@ -31,7 +31,7 @@ static int take_seq(const char *group, uint64_t *seq) {
     if (strcmp(g->name, group) == 0) break;
   if (g == NULL) {
     size_t n = strlen(group) + 1;
-    g = calloc(1, sizeof *g + n);
+    g = mori_calloc(1, sizeof *g + n);
     if (g == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
     memcpy(g->name, group, n);
     g->next = group_seqs;
@@ -45,76 +45,6 @@ mori_window *mori__window_find(mori_block *b, const char *group) {
   for (mori_window *w = b->windows; w != NULL; w = w->next)
     if (strcmp(w->group, group) == 0) return w;
   return NULL;
-}
-
-/* ---- store helpers ---- */
-
-static void store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
-  snprintf(out, n, "mori_symm/%s/%llu/%s/%d", w->group, (unsigned long long)w->seq, what, rank);
-}
-
-/* MORI_EPEER if a peer published an abort for this rendezvous. */
-static int check_abort(mori_window *w, mori_store *store, const char *what) {
-  char key[512];
-  void *why = NULL;
-  size_t why_len = 0;
-  store_key(key, sizeof key, w, "abort", 0);
-  if (store->get(store, key, &why, &why_len, 0) != 0) return 0;
-  int rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s", what,
-                       (int)why_len, (const char *)why);
-  free(why);
-  return rc;
-}
-
-struct abort_ctx {
-  mori_window *w;
-  mori_store *store;
-};
-
-static int channel_abort_check(void *ctx) {
-  struct abort_ctx *a = ctx;
-  return check_abort(a->w, a->store, "fd datagrams");
-}
-
-/* Gets what/<r> for every rank r != self.  Polls in short slices so that
- * an abort key published by a failing peer ends the wait early; on a
- * timeout names every rank still missing. */
-static int gather(mori_window *w, mori_store *store, const char *what, void **vals,
-                  size_t *lens, int timeout_ms) {
-  char key[512], missing[256] = "";
-  int remaining = w->world - 1;
-  double deadline = mori__now_us() + timeout_ms * 1e3;
-  for (;;) {
-    for (int r = 0; r < w->world && remaining > 0; r++) {
-      if (r == w->rank || vals[r] != NULL) continue;
-      store_key(key, sizeof key, w, what, r);
-      int get = store->get(store, key, &vals[r], &lens[r], remaining > 4 ? 2 : 10);
-      if (get == 0) remaining--;
-      else if (get != MORI_ETIMEDOUT) return get;
-    }
-    if (remaining == 0) return 0;
-    MORI_GUARD(check_abort(w, store, what));
-    if (mori__now_us() > deadline) break;
-  }
-  for (int r = 0, n = 0; r < w->world; r++)
-    if (r != w->rank && vals[r] == NULL) {
-      size_t m = strlen(missing);
-      snprintf(missing + m, sizeof missing - m, "%s%d", n++ ? "," : "", r);
-    }
-  return mori__error(MORI_ETIMEDOUT, "timed out after %d ms waiting for %s from rank(s) %s",
-                     timeout_ms, what, missing);
-}
-
-/* Tells the group this rank gave up, so peers stop waiting (best effort). */
-static void publish_abort(mori_window *w, mori_store *store) {
-  char key[512], why[768];
-  store_key(key, sizeof key, w, "abort", 0);
-  int n = snprintf(why, sizeof why, "rank %d: %s", w->rank, mori_last_error());
-  (void)store->set(store, key, why, (size_t)(n < (int)sizeof why ? n : (int)sizeof why - 1));
-}
-
-static void free_vals(void **vals, int n) {
-  for (int r = 0; r < n; r++) free(vals[r]);
 }
 
 /* ---- PUBLISH ---- */
@@ -141,34 +71,6 @@ static void fill_request(const mori_window *w, const char *socket_name, mori_req
     snprintf(q->socket_name, sizeof q->socket_name, "%s", socket_name);
 }
 
-static int publish_request(mori_window *w, mori_store *store, const mori_request *q) {
-  uint8_t buf[MORI_WIRE_REQUEST_MAX];
-  size_t len = 0;
-  char key[512];
-  int wrc = mori_wire_encode_request(q, buf, sizeof buf, &len);
-  if (wrc != 0) return mori__error(MORI_EPROTO, "encode request: %s", mori_wire_strerror(wrc));
-  store_key(key, sizeof key, w, "req", w->rank);
-  return store->set(store, key, buf, len);
-}
-
-static int gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
-                           int timeout_ms) {
-  void **vals = calloc((size_t)w->world, sizeof *vals);
-  size_t *lens = calloc((size_t)w->world, sizeof *lens);
-  int rc = vals && lens ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms);
-  for (int r = 0; rc == 0 && r < w->world; r++) {
-    if (r == w->rank) continue;
-    int d = mori_wire_decode_request(vals[r], lens[r], &reqs[r]);
-    if (d != 0)
-      rc = mori__error(MORI_EPROTO, "request from rank %d rejected: %s", r,
-                       mori_wire_strerror(d));
-  }
-  if (vals) free_vals(vals, w->world);
-  free(vals);
-  free(lens);
-  return rc;
-}
 
 static int import_peer(mori_window *w, const mori_request *q, int fd) {
   hipMemGenericAllocationHandle_t h;
@@ -191,10 +93,10 @@ static int import_peer(mori_window *w, const mori_request *q, int fd) {
 
 static int exchange_fds(mori_window *w, mori_store *store, mori_channel *ch,
                         const mori_request *reqs, int timeout_ms) {
-  int *fds = malloc((size_t)w->world * sizeof *fds);
+  int *fds = mori_malloc((size_t)w->world * sizeof *fds);
   if (fds == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  struct abort_ctx actx = {w, store};
-  mori_channel_set_abort_check(ch, channel_abort_check, &actx);
+  struct mori__abort_ctx actx = {w, store};
+  mori_channel_set_abort_check(ch, mori__channel_abort_check, &actx);
   int rc = mori_channel_exchange(ch, reqs, w->world, w->rank, w->seq, w->block->exported_fd,
                                  fds, timeout_ms);
   /* Received fds stay open until the imported handle is released: some
@@ -242,8 +144,8 @@ static int publish(mori_window *w, mori_store *store, mori_request *reqs, int ti
     MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch, 0, 0));
   }
   fill_request(w, ch ? mori_channel_name(ch) : "", &reqs[w->rank]);
-  MORI_GUARD(publish_request(w, store, &reqs[w->rank]));
-  MORI_GUARD(gather_requests(w, store, reqs, timeout_ms));
+  MORI_GUARD(mori__publish_request(w, store, &reqs[w->rank]));
+  MORI_GUARD(mori__gather_requests(w, store, reqs, timeout_ms));
   mori_world_info info;
   MORI_GUARD(mori_validate_world(reqs, w->world, w->rank, &info));
   w->handle_type = (int)info.handle_type;
@@ -304,17 +206,7 @@ static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
   MORI_GUARD(device_table(w, w->buffer_ptrs, &w->buffer_ptrs_dev));
   MORI_GUARD(device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev));
   /* No rank may use the window before every rank has mapped it. */
-  char key[512];
-  store_key(key, sizeof key, w, "mapped", w->rank);
-  MORI_GUARD(store->set(store, key, "1", 1));
-  void **vals = calloc((size_t)w->world, sizeof *vals);
-  size_t *lens = calloc((size_t)w->world, sizeof *lens);
-  int rc = vals && lens ? gather(w, store, "mapped", vals, lens, timeout_ms)
-                        : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  if (vals) free_vals(vals, w->world);
-  free(vals);
-  free(lens);
-  MORI_GUARD(rc);
+  MORI_GUARD(mori__store_barrier(w, store, "mapped", timeout_ms));
   return mori_fsm_fire(&w->fsm, MORI_EV_MAP) ? mori__error(MORI_ESTATE, "map: %s", w->fsm.why)
                                              : 0;
 }
@@ -331,16 +223,16 @@ static void window_free(mori_window *w) {
 }
 
 static mori_window *window_new(mori_block *b, const char *group, int rank, int world) {
-  mori_window *w = calloc(1, sizeof *w);
+  mori_window *w = mori_calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   w->block = b;
   w->rank = rank;
   w->world = world;
   w->id = next_window_id++;
   w->signal_slot = -1;
-  w->group = strdup(group);
-  w->buffer_ptrs = calloc((size_t)world, sizeof(void *));
-  w->pad_ptrs = calloc((size_t)world, sizeof(void *));
+  w->group = mori_strdup(group);
+  w->buffer_ptrs = mori_calloc((size_t)world, sizeof(void *));
+  w->pad_ptrs = mori_calloc((size_t)world, sizeof(void *));
   size_t cells = b->signal_pad_size / 4;
   w->max_channels = (int)(cells / (size_t)world);
   mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world);
@@ -359,7 +251,7 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
   mori_window *w = window_new(b, group, rank, world);
   if (w == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
   w->seq = seq;
-  mori_request *reqs = calloc((size_t)world, sizeof *reqs);
+  mori_request *reqs = mori_calloc((size_t)world, sizeof *reqs);
   double t0 = mori__now_us();
   int rc = reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
   if (rc == 0) rc = mori_fsm_push(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)b, 0, 0);
@@ -371,7 +263,7 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
   if (rc == 0) rc = map_span(w, store, timeout_ms);
   free(reqs);
   if (rc != 0) {
-    if (rc != MORI_EPEER) publish_abort(w, store);
+    if (rc != MORI_EPEER) mori__publish_abort(w, store);
     (void)mori__unwind(&w->fsm, 1);
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", rank,
                        group, w->id, (unsigned long long)seq);
@@ -449,77 +341,6 @@ int mori__window_destroy(mori_window *w) {
   return rc;
 }
 
-/* ---- signals ---- */
-
-static uint32_t *private_cell(const mori_window *w, int owner, int channel, int peer) {
-  char *pad = (char *)w->pad_ptrs[owner] +
-              (size_t)(1 + w->signal_slot) * w->block->signal_pad_size;
-  return (uint32_t *)pad + (size_t)channel * (size_t)w->world + (size_t)peer;
-}
-
-static int check_signal(const mori_window *w, const char *op, int peer, int channel) {
-  if (w->block->signal_pad_size == 0)
-    return mori__error(MORI_ENOTSUP, "%s: the signal pad is disabled (size 0)", op);
-  if (peer < 0 || peer >= w->world)
-    return mori__error(MORI_ERANGE, "%s: rank %d out of range [0, %d)", op, peer, w->world);
-  if (channel < 0 || channel >= w->max_channels)
-    return mori__error(MORI_ERANGE, "%s: channel %d out of range [0, %d)", op, channel,
-                       w->max_channels);
-  return 0;
-}
-
-/* A cell is a one-slot mailbox, as in torch's own pads: put waits until the
- * receiver has emptied it (0) and sets it (1); wait waits for 1 and empties
- * it.  Cells return to 0 after every use, so groups sharing a block can use
- * the same channel one after another (not at the same time, as in torch). */
-static int put(mori_window *w, int dst, int channel, void *stream) {
-  uint32_t *cell = private_cell(w, dst, channel, w->rank);
-  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream, cell, 0, hipStreamWaitValueEq,
-                                           0xffffffffu);
-  if (e == hipErrorLaunchTimeOut)
-    return mori__error(MORI_ETIMEDOUT,
-                       "put_signal: rank %d never consumed the previous signal on channel %d (%s)",
-                       dst, channel, mori_shim_message());
-  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
-  MORI_HIP("hipStreamWriteValue32", mori_hipStreamWriteValue32((hipStream_t)stream, cell, 1, 0));
-  return 0;
-}
-
-static int wait_cell(mori_window *w, int src, int channel, void *stream) {
-  uint32_t *cell = private_cell(w, w->rank, channel, src);
-  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream, cell, 1, hipStreamWaitValueEq,
-                                           0xffffffffu);
-  if (e == hipErrorLaunchTimeOut)
-    return mori__error(MORI_ETIMEDOUT, "wait_signal: rank %d never signalled channel %d (%s)",
-                       src, channel, mori_shim_message());
-  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
-  MORI_HIP("hipStreamWriteValue32", mori_hipStreamWriteValue32((hipStream_t)stream, cell, 0, 0));
-  return 0;
-}
-
-int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
-                           int timeout_ms) {
-  (void)timeout_ms;
-  MORI_GUARD(check_signal(w, "put_signal", dst_rank, channel));
-  return put(w, dst_rank, channel, stream);
-}
-
-int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
-                            int timeout_ms) {
-  (void)timeout_ms;
-  MORI_GUARD(check_signal(w, "wait_signal", src_rank, channel));
-  return wait_cell(w, src_rank, channel, stream);
-}
-
-int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms) {
-  (void)timeout_ms;
-  MORI_GUARD(check_signal(w, "barrier", w->rank, channel));
-  for (int i = 1; i < w->world; i++) MORI_GUARD(put(w, (w->rank + i) % w->world, channel, stream));
-  for (int i = 1; i < w->world; i++)
-    MORI_GUARD(wait_cell(w, (w->rank + w->world - i) % w->world, channel, stream));
-  return 0;
-}
-
 /* ---- accessors ---- */
 
 int mori_window_rank(const mori_window *w) { return w->rank; }
@@ -533,7 +354,6 @@ void *const *mori_window_buffer_ptrs(const mori_window *w) { return w->buffer_pt
 void *const *mori_window_signal_pad_ptrs(const mori_window *w) { return w->pad_ptrs; }
 void *mori_window_buffer_ptrs_dev(const mori_window *w) { return w->buffer_ptrs_dev; }
 void *mori_window_signal_pad_ptrs_dev(const mori_window *w) { return w->pad_ptrs_dev; }
-int mori_window_max_channels(const mori_window *w) { return w->max_channels; }
 
 void *mori_window_span(const mori_window *w, size_t *stride) {
   if (stride) *stride = w->stride;

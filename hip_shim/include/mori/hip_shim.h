@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <poll.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -225,10 +227,42 @@ hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int
 hipError_t mori_hipGetLastError(void);
 hipError_t mori_hipRuntimeGetVersion(int *version);
 
-/* The fd channel's socket calls and fd closes go through the seam too, so
- * that datagram faults (drop, duplicate, reorder, forge) are injectable. */
-ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags);
-ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags);
+/* Every OS call the core makes goes through the seam too (socket calls of
+ * the fd channel, the file store's I/O, host memory), so that the fault
+ * shim can fail each of them as it fails a runtime call.  The shim only
+ * forwards them to libc.  One row per call: X(ret, name, params, args);
+ * exported as mori_<name>.  Paths are always *at() forms (AT_FDCWD for a
+ * plain path), so there is one spelling per operation. */
+#define MORI_SHIM_OS_CALLS(X)                                                           \
+  X(int, socket, (int domain, int type, int protocol), (domain, type, protocol))       \
+  X(int, bind, (int fd, const struct sockaddr *addr, socklen_t len), (fd, addr, len))  \
+  X(int, connect, (int fd, const struct sockaddr *addr, socklen_t len), (fd, addr, len)) \
+  X(int, setsockopt, (int fd, int level, int name, const void *value, socklen_t len),  \
+    (fd, level, name, value, len))                                                     \
+  X(int, poll, (struct pollfd * fds, nfds_t nfds, int timeout), (fds, nfds, timeout))  \
+  X(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), (fd, msg, flags)) \
+  X(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags), (fd, msg, flags))       \
+  X(int, openat, (int dirfd, const char *path, int flags, mode_t mode),                \
+    (dirfd, path, flags, mode))                                                        \
+  X(ssize_t, read, (int fd, void *buf, size_t count), (fd, buf, count))                \
+  X(ssize_t, write, (int fd, const void *buf, size_t count), (fd, buf, count))         \
+  X(int, fsync, (int fd), (fd))                                                        \
+  X(int, fstat, (int fd, struct stat *st), (fd, st))                                   \
+  X(int, flock, (int fd, int operation), (fd, operation))                              \
+  X(int, renameat, (int olddirfd, const char *oldpath, int newdirfd, const char *newpath), \
+    (olddirfd, oldpath, newdirfd, newpath))                                            \
+  X(int, unlinkat, (int dirfd, const char *path, int flags), (dirfd, path, flags))     \
+  X(int, mkdirat, (int dirfd, const char *path, mode_t mode), (dirfd, path, mode))     \
+  X(void *, malloc, (size_t size), (size))                                             \
+  X(void *, calloc, (size_t count, size_t size), (count, size))                        \
+  X(void *, realloc, (void *ptr, size_t size), (ptr, size))                            \
+  X(char *, strdup, (const char *s), (s))
+
+#define MORI_SHIM_OS_DECLARE(ret, name, params, args) ret mori_##name params;
+MORI_SHIM_OS_CALLS(MORI_SHIM_OS_DECLARE)
+#undef MORI_SHIM_OS_DECLARE
+
+/* Closes an fd; an exported fd leaves the ledger here. */
 int mori_close(int fd);
 
 /* ---- shim control ---- */
