@@ -200,8 +200,12 @@ static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
     MORI_HIP("hipMemMap", mori_hipMemMap(slot, stride, 0, slot_handle(w, r), 0));
     MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_SLOT_MAPPING, (uintptr_t)slot, stride, r));
     MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot, stride, &access, 1));
-    w->buffer_ptrs[r] = slot;
-    w->pad_ptrs[r] = slot + b->signal_pad_offset;
+    /* torch's contract: the own rank's entry is the tensor's own address
+     * (buffer_ptrs[rank] + offset == data_ptr()); peers point into the
+     * span.  The own slot in the span stays mapped for flat-form kernels. */
+    char *base = r == w->rank ? (char *)b->base : slot;
+    w->buffer_ptrs[r] = base;
+    w->pad_ptrs[r] = base + b->signal_pad_offset;
   }
   MORI_GUARD(device_table(w, w->buffer_ptrs, &w->buffer_ptrs_dev));
   MORI_GUARD(device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev));

@@ -109,6 +109,18 @@ static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(mori_window_world_size(w) == ctx->world && mori_window_rank(w) == ctx->rank, "geometry");
   CHECK(mori_window_world_within_direct_access(w) == 1, "direct access");
   CHECK(mori_window_buffer_size(w) == 3 * MiB + 5, "buffer size");
+  /* torch's contract: the own rank's entries are the tensor's own address;
+   * the span's own slot is a second mapping of the same memory. */
+  CHECK(mori_window_buffer_ptrs(w)[ctx->rank] == base, "own buffer_ptrs entry %p, base %p",
+        mori_window_buffer_ptrs(w)[ctx->rank], base);
+  CHECK((char *)mori_window_signal_pad_ptrs(w)[ctx->rank] == (char *)base + ((3 * MiB + 5 + 15) & ~(size_t)15),
+        "own signal pad entry is not base + round_up(size, 16)");
+  size_t stride = 0;
+  char *own_slot = (char *)mori_window_span(w, &stride) + (size_t)ctx->rank * stride;
+  uint32_t mark = 0x5eed0000u | (uint32_t)ctx->rank, back = 0;
+  CHECK(mori_hipMemcpy((char *)base + 4096, &mark, 4, hipMemcpyHostToDevice) == hipSuccess, "mark");
+  CHECK(mori_hipMemcpy(&back, own_slot + 4096, 4, hipMemcpyDeviceToHost) == hipSuccess, "read slot");
+  CHECK(back == mark, "own slot in the span reads 0x%08x, not the mark 0x%08x", back, mark);
   if (check_peer_access(ctx, w, msg, msglen)) return 1;
   /* put/wait around the ring, several rounds, on two channels */
   int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
