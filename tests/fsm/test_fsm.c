@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "mori_cmocka.h"
 
 #include "fsm_internal.h"
 #include "mori/fsm.h"
@@ -914,7 +914,7 @@ static void dot_draws_one_node_per_state_and_one_edge_per_table_row(void **state
   free(dot);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(next_matches_expected_triples_for_every_kind_state_event),
       cmocka_unit_test(next_rejects_out_of_range_kind_state_and_event),
@@ -947,5 +947,5 @@ int main(void) {
       cmocka_unit_test(describe_truncates_and_reports_the_full_length),
       cmocka_unit_test(dot_draws_one_node_per_state_and_one_edge_per_table_row),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }

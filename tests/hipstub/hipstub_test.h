@@ -7,12 +7,7 @@
 #ifndef MORI_HIPSTUB_TEST_H
 #define MORI_HIPSTUB_TEST_H
 
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "mori_cmocka.h"
 
 #include "fd_pass.h"
 #include "mori/hip_shim.h"

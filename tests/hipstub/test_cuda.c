@@ -308,7 +308,7 @@ static void device_memory_copies_and_memops_run_on_the_driver(void **state) {
   assert_int_equal(mori_shim_ledger_total(), 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(backend_is_cuda_and_reports_the_driver_version),
       cmocka_unit_test(posix_fd_window_is_shared_with_another_process_and_torn_down_without_leaks),
@@ -322,5 +322,5 @@ int main(void) {
       cmocka_unit_test(attributes_translate_to_driver_attributes),
       cmocka_unit_test(device_memory_copies_and_memops_run_on_the_driver),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }

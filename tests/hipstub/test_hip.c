@@ -219,7 +219,7 @@ static void device_allocation_and_memops_pass_through(void **state) {
   assert_int_equal(mori_shim_ledger_total(), 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(backend_reports_the_version_the_runtime_claims),
       cmocka_unit_test(posix_fd_window_is_shared_with_another_process_and_torn_down_without_leaks),
@@ -230,5 +230,5 @@ int main(void) {
       cmocka_unit_test(device_calls_reach_the_runtime),
       cmocka_unit_test(device_allocation_and_memops_pass_through),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }

@@ -73,7 +73,7 @@ static void cuda_driver_stub_resolves_every_symbol_and_fails_at_cuinit(void **st
   assert_contains(msg, "(34)"); /* CUDA_ERROR_STUB_LIBRARY */
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(libc_as_hip_runtime_lists_every_missing_symbol),
       cmocka_unit_test(partial_hip_runtime_lists_exactly_the_missing_symbols),
@@ -82,5 +82,5 @@ int main(void) {
       cmocka_unit_test(libc_as_cuda_driver_lists_every_missing_symbol),
       cmocka_unit_test(cuda_driver_stub_resolves_every_symbol_and_fails_at_cuinit),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }

@@ -128,11 +128,11 @@ static void multiprocessor_count_follows_the_arch_profile(void **state) {
   assert_int_equal(value, expected()->multiprocessors);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fabric_create_and_export_follow_the_arch_profile),
       cmocka_unit_test(fabric_blob_imports_in_another_process_where_export_works),
       cmocka_unit_test(multiprocessor_count_follows_the_arch_profile),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }

@@ -6,11 +6,7 @@
 #ifndef MORI_SIM_TEST_H
 #define MORI_SIM_TEST_H
 
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "mori_cmocka.h"
 
 #include <signal.h>
 #include <stdio.h>

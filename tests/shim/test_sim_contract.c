@@ -472,7 +472,7 @@ static void set_access_rejects_bad_descriptors(void **state) {
   window_close(&w);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   sim_start("gfx950", NULL, NULL);
 #define T(name) cmocka_unit_test_teardown(name, expect_no_leaks)
   const struct CMUnitTest tests[] = {
@@ -516,5 +516,5 @@ int main(void) {
       T(set_access_rejects_a_range_that_is_not_mapped),
       T(set_access_rejects_bad_descriptors),
   };
-  return cmocka_run_group_tests_name("sim_contract", tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }
