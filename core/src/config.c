@@ -1,12 +1,14 @@
 /*
- * config.c - process-wide settings (signal pad, timeout, teardown), read
- * from the environment once and overridable by the API, and the log sink:
+ * config.c - process-wide settings (signal pad, timeout, teardown,
+ * overlapping devices), read from the environment and overridable by the
+ * API, and the log sink:
  * MORI_SYMM_DEBUG=WARN|INFO|TRACE, every line prefixed with rank and window.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,24 @@ int mori_symm_timeout_ms(void) {
   const char *s = getenv("MORI_SYMM_TIMEOUT_MS");
   int v = s ? atoi(s) : 0;
   return v > 0 ? v : 30000;
+}
+
+/* -1: not set through the API, so the environment decides.  Atomic: the
+ * torch adapter sets it from torch's own variable before a rendezvous that
+ * another thread may be validating. */
+static atomic_int allow_overlapping = -1;
+
+void mori_symm_set_allow_overlapping_devices(int allow) {
+  atomic_store(&allow_overlapping, allow < 0 ? -1 : allow != 0);
+}
+
+/* Read at every call, as torch reads TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES
+ * at every rendezvous; only "1" allows, as in torch's check_env. */
+int mori_symm_allow_overlapping_devices(void) {
+  int v = atomic_load(&allow_overlapping);
+  if (v >= 0) return v;
+  const char *s = getenv("MORI_SYMM_ALLOW_OVERLAPPING_DEVICES");
+  return s != NULL && strcmp(s, "1") == 0;
 }
 
 int mori_symm_teardown_enabled(void) {

@@ -8,6 +8,7 @@
 
 #include "mori/error.h"
 #include "mori/hip_shim.h"
+#include "mori/symm.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -81,10 +82,24 @@ static int check_agreement(const mori_request *reqs, int world) {
   return 0;
 }
 
-static int first_other_host(const mori_request *reqs, int world) {
-  for (int i = 1; i < world; i++)
-    if (memcmp(reqs[i].host_id, reqs[0].host_id, MORI_WIRE_HOST_ID_SIZE) != 0) return i;
+static int first_other_host(const mori_request *reqs, int world, int self) {
+  for (int i = 0; i < world; i++)
+    if (memcmp(reqs[i].host_id, reqs[self].host_id, MORI_WIRE_HOST_ID_SIZE) != 0) return i;
   return -1;
+}
+
+/* Direct access, as torch's backends mean it: every peer's memory is mapped
+ * for load/store on this rank's device.  NVSHMEM computes it per peer
+ * (nvshmem_ptr() is null for a peer behind the network), NIXL's RDMA peers
+ * never are, and the CUDA backend maps every peer or fails, so it answers
+ * true.  A peer on this rank's host is reachable through an fd or a fabric
+ * handle; a peer on another host only through a fabric handle (one
+ * scale-up fabric).  MORI has no network path: a world that is not within
+ * direct access is refused, never formed with holes.  Returns the first
+ * rank this rank cannot reach, or -1. */
+static int first_unreachable(const mori_request *reqs, int world, int self) {
+  if (reqs[self].handle_type == hipMemHandleTypeFabric) return -1;
+  return first_other_host(reqs, world, self);
 }
 
 /* Duplicates are found by sorting (host, device) and nonce keys: worlds go
@@ -116,6 +131,9 @@ static int cmp_nonce(const void *pa, const void *pb) {
   return c ? c : CMP(a->rank, b->rank);
 }
 
+/* Devices must be distinct per host unless overlapping devices are allowed
+ * (torch's TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES): then several ranks
+ * share a device, each with its own allocation, as in torch's test of it. */
 static int check_distinct(const mori_request *reqs, int world) {
   rank_key *keys = mori_malloc((size_t)world * sizeof *keys);
   if (!keys) return mori__error(MORI_ENOMEM, "rendezvous: malloc of %d rank keys failed", world);
@@ -126,11 +144,15 @@ static int check_distinct(const mori_request *reqs, int world) {
     keys[i].rank = i;
   }
   int rc = 0;
-  qsort(keys, (size_t)world, sizeof *keys, cmp_device);
-  for (int i = 1; i < world && rc == 0; i++)
-    if (same_device(&keys[i - 1], &keys[i]))
-      rc = mori__error(MORI_EMISMATCH, "rendezvous: ranks %d and %d both use device %d on one host",
-                       keys[i - 1].rank, keys[i].rank, (int)keys[i].device);
+  if (!mori_symm_allow_overlapping_devices()) {
+    qsort(keys, (size_t)world, sizeof *keys, cmp_device);
+    for (int i = 1; i < world && rc == 0; i++)
+      if (same_device(&keys[i - 1], &keys[i]))
+        rc = mori__error(MORI_EMISMATCH,
+                         "rendezvous: ranks %d and %d both use device %d on one host "
+                         "(TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 allows it)",
+                         keys[i - 1].rank, keys[i].rank, (int)keys[i].device);
+  }
   if (rc == 0) qsort(keys, (size_t)world, sizeof *keys, cmp_nonce);
   for (int i = 1; i < world && rc == 0; i++)
     if (keys[i - 1].nonce == keys[i].nonce)
@@ -146,21 +168,18 @@ int mori_validate_world(const mori_request *reqs, int world, int self, mori_worl
   MORI_GUARD(check_identity(reqs, world));
   MORI_GUARD(check_agreement(reqs, world));
 
-  /* The fd path is host-local: fds travel over AF_UNIX sockets, and there
-   * is no RDMA path to fall back on. */
-  int other = first_other_host(reqs, world);
-  if (other >= 0 && reqs[0].handle_type == hipMemHandleTypePosixFileDescriptor)
+  /* The fd path is host-local: fds travel over AF_UNIX sockets. */
+  int unreachable = first_unreachable(reqs, world, self);
+  if (unreachable >= 0)
     return mori__error(MORI_EMISMATCH,
-                       "group spans hosts (rank %d on another host than rank 0) but handle type "
+                       "group spans hosts (rank %d on another host than rank %d) but handle type "
                        "is posix_fd: needs fabric handles",
-                       other);
+                       unreachable, self);
   MORI_GUARD(check_distinct(reqs, world));
 
   info->handle_type = reqs[0].handle_type;
-  info->same_host = other < 0;
-  /* With no RDMA path, every world accepted above is directly reachable;
-   * spelled out so that a new transport has to decide it explicitly. */
-  info->world_within_direct_access = info->same_host || info->handle_type == hipMemHandleTypeFabric;
+  info->same_host = first_other_host(reqs, world, self) < 0;
+  info->world_within_direct_access = unreachable < 0;
   info->alloc_size = reqs[0].alloc_size;
   return 0;
 }

@@ -283,6 +283,51 @@ static void overlapping_subgroups_keep_their_own_sequence(void **s) {
   run_expect(4, overlap_rank, NULL, -1);
 }
 
+/* torch's TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES: two ranks on each
+ * device, each with its own allocation; peers on one device reach each
+ * other's memory and signals as peers on two devices do. */
+static int overlapping_devices_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  mori_symm_set_allow_overlapping_devices(1);
+  CHECK(mori_symm_alloc(MiB, ctx->rank / 2, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "shared", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  CHECK(mori_window_device(w) == ctx->rank / 2, "device %d", mori_window_device(w));
+  CHECK(mori_window_buffer_ptrs(w)[ctx->rank] == base, "own entry is not the block's base");
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  CHECK(mori_window_put_signal(w, next, 1, NULL, 0) == 0, "put: %s", mori_last_error());
+  CHECK(mori_window_wait_signal(w, prev, 1, NULL, 0) == 0, "wait: %s", mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  mori_symm_set_allow_overlapping_devices(-1);
+  return finish(fds0, msg, msglen, "overlapping devices");
+}
+
+static void two_ranks_per_device_when_overlapping_devices_are_allowed(void **s) {
+  (void)s;
+  run_expect(4, overlapping_devices_rank, NULL, -1);
+}
+
+/* The default, as torch's: refused on every rank, naming the device. */
+static int shared_device_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  CHECK(mori_symm_alloc(MiB, 0, &base) == 0, "alloc: %s", mori_last_error());
+  int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  return expect_failure(ctx, rc, MORI_EMISMATCH, MORI_EPEER, "both use device 0", base, fds0, msg,
+                        msglen, "shared device");
+}
+
+static void ranks_sharing_a_device_are_refused_by_default(void **s) {
+  (void)s;
+  run_expect(2, shared_device_rank, NULL, -1);
+}
+
 /* ---- failures ---- */
 
 static int dying_peer_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
@@ -401,6 +446,8 @@ int main(void) {
       cmocka_unit_test(two_groups_on_one_block),
       cmocka_unit_test(two_groups_of_one_block_signal_on_one_channel_at_once),
       cmocka_unit_test(overlapping_subgroups_keep_their_own_sequence),
+      cmocka_unit_test(two_ranks_per_device_when_overlapping_devices_are_allowed),
+      cmocka_unit_test(ranks_sharing_a_device_are_refused_by_default),
       cmocka_unit_test(dying_peer_gives_timeout_naming_it),
       cmocka_unit_test(rendezvous_rejects_unequal_sizes_on_every_rank),
       cmocka_unit_test(posix_fd_group_spanning_hosts_is_refused),

@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "mori/error.h"
 #include "mori/protocol.h"
+#include "mori/symm.h"
 
 #define FD_TYPE hipMemHandleTypePosixFileDescriptor
 #define FABRIC_TYPE hipMemHandleTypeFabric
@@ -144,12 +146,90 @@ static void validate_world_rejects_fd_handles_across_hosts(void **state) {
                       "posix_fd: needs fabric handles");
 }
 
+static void validate_world_rejects_fd_handles_across_hosts_naming_the_peer_self_cannot_reach(
+    void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  reqs[3].host_id[5] ^= 1; /* rank 3 alone on a second host */
+  assert_int_equal(mori_validate_world(reqs, WORLD, 3, &info), MORI_EMISMATCH);
+  assert_string_equal(mori_last_error(),
+                      "group spans hosts (rank 0 on another host than rank 3) but handle type is "
+                      "posix_fd: needs fabric handles");
+}
+
+/* torch's meaning of world_within_direct_access(): every peer's memory is
+ * mapped for load/store on this rank's device.  From every rank's point of
+ * view, over host layouts and handle types: a world either is within
+ * direct access and is accepted saying so, or is refused. */
+static void validate_world_direct_access_is_every_peer_reachable_from_each_rank(void **state) {
+  static const struct {
+    const char *layout;
+    uint32_t handle_type;
+    int hosts; /* ranks spread round-robin over this many hosts */
+    int accepted, same_host;
+  } cases[] = {
+      {"fd, one host", FD_TYPE, 1, 1, 1},
+      {"fd, two hosts", FD_TYPE, 2, 0, 0},
+      {"fabric, one host", FABRIC_TYPE, 1, 1, 1},
+      {"fabric, two hosts", FABRIC_TYPE, 2, 1, 0},
+      {"fabric, four hosts", FABRIC_TYPE, 4, 1, 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int self = 0; self < WORLD; self++) {
+      mori_world_info info;
+      make_world(WORLD, cases[c].handle_type);
+      for (int r = 0; r < WORLD; r++) reqs[r].host_id[7] = (uint8_t)(r % cases[c].hosts);
+      memset(&info, 0xa5, sizeof info);
+      int rc = mori_validate_world(reqs, WORLD, self, &info);
+      if (!cases[c].accepted) {
+        if (rc != MORI_EMISMATCH) fail_msg("%s, self %d: rc %d", cases[c].layout, self, rc);
+        assert_error_mentions("another host than rank", "needs fabric handles");
+        continue;
+      }
+      if (rc != 0) fail_msg("%s, self %d: %s", cases[c].layout, self, mori_last_error());
+      if (info.world_within_direct_access != 1 || info.same_host != cases[c].same_host)
+        fail_msg("%s, self %d: direct access %d, same host %d", cases[c].layout, self,
+                 info.world_within_direct_access, info.same_host);
+    }
+}
+
 static void validate_world_rejects_two_ranks_on_one_device(void **state) {
   mori_world_info info;
   make_world(WORLD, FD_TYPE);
   reqs[3].device = reqs[1].device;
   assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
-  assert_string_equal(mori_last_error(), "rendezvous: ranks 1 and 3 both use device 1 on one host");
+  assert_string_equal(mori_last_error(),
+                      "rendezvous: ranks 1 and 3 both use device 1 on one host "
+                      "(TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 allows it)");
+}
+
+/* torch's test_allow_overlapping_devices: every rank on device 0, each with
+ * its own allocation.  Allowed by the API, or by the environment when the
+ * API leaves it open; only "1" allows, as torch's check_env reads it. */
+static void validate_world_accepts_ranks_sharing_a_device_when_overlapping_is_allowed(
+    void **state) {
+  mori_world_info info;
+  make_world(WORLD, FD_TYPE);
+  for (int r = 0; r < WORLD; r++) reqs[r].device = 0;
+  mori_symm_set_allow_overlapping_devices(1);
+  assert_int_equal(mori_validate_world(reqs, WORLD, 2, &info), 0);
+  assert_true(info.world_within_direct_access);
+  mori_symm_set_allow_overlapping_devices(-1);
+  setenv("MORI_SYMM_ALLOW_OVERLAPPING_DEVICES", "1", 1);
+  assert_int_equal(mori_validate_world(reqs, WORLD, 2, &info), 0);
+  setenv("MORI_SYMM_ALLOW_OVERLAPPING_DEVICES", "true", 1);
+  assert_int_equal(mori_validate_world(reqs, WORLD, 2, &info), MORI_EMISMATCH);
+  setenv("MORI_SYMM_ALLOW_OVERLAPPING_DEVICES", "1", 1);
+  mori_symm_set_allow_overlapping_devices(0); /* the API wins over the environment */
+  assert_int_equal(mori_validate_world(reqs, WORLD, 2, &info), MORI_EMISMATCH);
+  assert_error_mentions("both use device 0", "OVERLAPPING_DEVICES=1");
+  mori_symm_set_allow_overlapping_devices(-1);
+  unsetenv("MORI_SYMM_ALLOW_OVERLAPPING_DEVICES");
+  /* Overlapping devices do not excuse a repeated nonce. */
+  mori_symm_set_allow_overlapping_devices(1);
+  reqs[1].nonce = reqs[3].nonce;
+  assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EPROTO);
+  mori_symm_set_allow_overlapping_devices(-1);
 }
 
 static void validate_world_finds_a_shared_device_far_apart_in_a_large_world(void **state) {
@@ -345,7 +425,10 @@ int main(void) {
       cmocka_unit_test(validate_world_rejects_mixed_handle_types),
       cmocka_unit_test(validate_world_rejects_an_unknown_handle_type),
       cmocka_unit_test(validate_world_rejects_fd_handles_across_hosts),
+      cmocka_unit_test(validate_world_rejects_fd_handles_across_hosts_naming_the_peer_self_cannot_reach),
+      cmocka_unit_test(validate_world_direct_access_is_every_peer_reachable_from_each_rank),
       cmocka_unit_test(validate_world_rejects_two_ranks_on_one_device),
+      cmocka_unit_test(validate_world_accepts_ranks_sharing_a_device_when_overlapping_is_allowed),
       cmocka_unit_test(validate_world_finds_a_shared_device_far_apart_in_a_large_world),
       cmocka_unit_test(validate_world_rejects_a_repeated_nonce),
       cmocka_unit_test(validate_world_rejects_a_request_under_another_ranks_key),

@@ -17,16 +17,18 @@ extern "C" {
 typedef struct mori_world_info {
   uint32_t handle_type;          /* the one type every rank exported */
   int same_host;                 /* all host ids equal */
-  int world_within_direct_access;/* every peer reachable by load/store */
+  int world_within_direct_access;/* every peer mapped for load/store (torch's meaning) */
   uint64_t alloc_size;           /* the stride of the span */
 } mori_world_info;
 
 /* Checks reqs[0..world) gathered by rank self: each reqs[i].rank == i and
  * world_size == world; equal alloc/buffer/pad sizes; one handle type;
- * distinct devices among ranks of one host; one host for the fd path (a
- * group spanning hosts without fabric handles is an error saying so);
- * distinct nonces.  Returns 0 and fills info, or MORI_EMISMATCH /
- * MORI_EPROTO with mori_last_error() naming the field and ranks. */
+ * distinct devices among ranks of one host, unless
+ * mori_symm_allow_overlapping_devices(); every peer within direct access of
+ * self (on self's host, or through fabric handles: a group spanning hosts
+ * without them is an error naming a rank self cannot reach); distinct
+ * nonces.  Returns 0 and fills info, or MORI_EMISMATCH / MORI_EPROTO with
+ * mori_last_error() naming the field and ranks. */
 int mori_validate_world(const mori_request *reqs, int world, int self, mori_world_info *info);
 
 /* What the receiver knows when a datagram arrives. */

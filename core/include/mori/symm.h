@@ -34,6 +34,12 @@ void mori_symm_set_timeout_ms(int ms);
 int mori_symm_timeout_ms(void);
 /* Teardown on by default; MORI_SYMM_TEARDOWN=0 leaves windows mapped at exit. */
 int mori_symm_teardown_enabled(void);
+/* Several ranks of a group on one device of one host are refused unless
+ * allowed (torch's TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, which the torch
+ * adapter passes on): 1 allows, 0 refuses, -1 (the default) defers to
+ * MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1, read at every rendezvous. */
+void mori_symm_set_allow_overlapping_devices(int allow);
+int mori_symm_allow_overlapping_devices(void);
 
 /* ---- allocations ---- */
 
