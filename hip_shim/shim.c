@@ -9,9 +9,12 @@
  */
 #include "shim_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>

@@ -84,7 +84,14 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
           (int)sizeof dir ||
       mkdtemp(dir) == NULL)
     return world;
-  char sockets[sizeof dir + 16];
+  int failed = mori_launch_at(dir, world, fn, arg, deadline_ms, results);
+  remove_tree(dir);
+  return failed;
+}
+
+int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                   mori_rank_result *results) {
+  char sockets[4096];
   snprintf(sockets, sizeof sockets, "%s/sockets", dir);
   (void)mkdir(sockets, 0700);
   pid_t *pids = calloc((size_t)world, sizeof *pids);
@@ -145,7 +152,6 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
     if (!results[r].hung && WIFSIGNALED(st)) results[r].signal = WTERMSIG(st);
     if (results[r].hung || results[r].signal || results[r].exit_code) failed++;
   }
-  remove_tree(dir);
   free(pids);
   free(pfd);
   free(got);

@@ -36,6 +36,12 @@ typedef struct mori_rank_result {
 int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                 mori_rank_result *results);
 
+/* The same over an existing store directory, which is kept afterwards (a
+ * store that outlives a run: reruns, leftovers of killed ranks).  Sockets
+ * go under <dir>/sockets. */
+int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                   mori_rank_result *results);
+
 /* Number of open fds of this process (for leak checks). */
 int mori_count_fds(void);
 

@@ -60,7 +60,7 @@ static void fill_request(const mori_window *w, const char *socket_name, mori_req
   q->signal_pad_size = b->signal_pad_size;
   q->device = b->device;
   q->pid = (uint32_t)getpid();
-  q->uid = (uint32_t)getuid();
+  q->uid = (uint32_t)geteuid(); /* the uid every check compares with */
   mori__host_id(q->host_id);
   q->handle_type = (uint32_t)b->handle_type;
   q->nonce = mori__random64();

@@ -253,6 +253,10 @@ hipError_t mori_hipRuntimeGetVersion(int *version);
     (olddirfd, oldpath, newdirfd, newpath))                                            \
   X(int, unlinkat, (int dirfd, const char *path, int flags), (dirfd, path, flags))     \
   X(int, mkdirat, (int dirfd, const char *path, mode_t mode), (dirfd, path, mode))     \
+  X(ssize_t, getdents64, (int fd, void *buf, size_t count), (fd, buf, count))          \
+  X(int, inotify_init1, (int flags), (flags))                                          \
+  X(int, inotify_add_watch, (int fd, const char *path, uint32_t mask), (fd, path, mask)) \
+  X(int, kill, (pid_t pid, int sig), (pid, sig))                                       \
   X(void *, malloc, (size_t size), (size))                                             \
   X(void *, calloc, (size_t count, size_t size), (count, size))                        \
   X(void *, realloc, (void *ptr, size_t size), (ptr, size))                            \
