@@ -1,48 +1,19 @@
 /*
  * backend_hip.c - the shim over ROCm's libamdhip64, loaded at run time so
- * that one build serves every ROCm from 6.0: HIP's error codes pass through
+ * that one build serves every ROCm from 6.2: HIP's error codes pass through
  * unchanged; what differs between releases (the fd import ABI, attribute
  * numbers) is decided here at run time, never by the headers of the build.
+ * In a torch process the runtime torch loaded is the one bound: a second
+ * libamdhip64 in one process would be a second HIP runtime.
  */
 #include "gpu_common.h"
+#include "hip_abi.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* hipMemImportFromShareableHandle takes the fd by value from ROCm 7.1 and
- * a pointer to it before. */
-#define HIP_FD_BY_VALUE_SINCE 70100000
-
-/* The prefix of hipDeviceProp_tR0600, whose layout the R0600 symbol name
- * freezes.  Used instead of hipDeviceGetAttribute because attribute numbers
- * shift between releases. */
-struct hip_props_r0600 {
-  char name[256];
-  unsigned char uuid[16];
-  char luid[8];
-  unsigned int luidDeviceNodeMask;
-  size_t totalGlobalMem;
-  size_t sharedMemPerBlock;
-  int regsPerBlock;
-  int warpSize;
-  size_t memPitch;
-  int maxThreadsPerBlock;
-  int maxThreadsDim[3];
-  int maxGridSize[3];
-  int clockRate;
-  size_t totalConstMem;
-  int major;
-  int minor;
-  size_t textureAlignment;
-  size_t texturePitchAlignment;
-  int deviceOverlap;
-  int multiProcessorCount;
-};
-_Static_assert(offsetof(struct hip_props_r0600, multiProcessorCount) == 388,
-               "hipDeviceProp_tR0600 ABI");
-/* Room for the whole struct (about 1.5 KiB in ROCm 6 and 7) and more. */
-#define HIP_PROPS_BYTES 8192
 
 static struct {
   hipError_t (*Init)(unsigned int flags);
@@ -176,7 +147,7 @@ static hipError_t hip_import_handle(hipMemGenericAllocationHandle_t *handle, voi
   int fd = (int)(intptr_t)osHandle;
   void *arg = osHandle;
   if (type == hipMemHandleTypePosixFileDescriptor) {
-    if (runtime_version < HIP_FD_BY_VALUE_SINCE) {
+    if (runtime_version < MORI_HIP_FD_BY_VALUE_SINCE) {
       arg = &fd;
     } else if (fd == 0) {
       mori__shim_detail("hipMemImportFromShareableHandle: fd 0 cannot be passed by value "
@@ -235,8 +206,8 @@ static hipError_t hip_runtime_version(int *version) {
 
 static hipError_t attr_multiprocessors(int *value, int device) {
   union {
-    struct hip_props_r0600 p;
-    unsigned char bytes[HIP_PROPS_BYTES];
+    struct mori__hip_props_r0600 p;
+    unsigned char bytes[MORI_HIP_PROPS_BYTES];
   } props;
   hipError_t e = HIP_CALL(GetDeviceProperties, (&props, device));
   if (e == hipSuccess) *value = props.p.multiProcessorCount;
@@ -327,15 +298,64 @@ static int hip_init_step(const char *call, hipError_t e, char *why, size_t whyle
   return -1;
 }
 
+/* A runtime this process already loaded (torch's), found by file name:
+ * libamdhip64.so or libamdhip64.so.<anything>, wherever it lies (a torch
+ * wheel bundles its own copy in torch/lib). */
+static int find_loaded_runtime(struct dl_phdr_info *info, size_t size, void *data) {
+  static const char stem[] = "libamdhip64.so";
+  const char *path = info->dlpi_name, *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (strncmp(base, stem, sizeof stem - 1) != 0) return 0;
+  if (base[sizeof stem - 1] != '\0' && base[sizeof stem - 1] != '.') return 0;
+  snprintf(data, PATH_MAX, "%s", path);
+  return 1;
+}
+
+/* RTLD_NOLOAD: a handle on the runtime only if it is loaded already. */
+static void *open_loaded_runtime(const char *const *sonames, size_t n, const char **opened) {
+  static char path[PATH_MAX];
+  for (size_t i = 0; i < n; i++) {
+    void *lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (lib != NULL) {
+      *opened = sonames[i];
+      return lib;
+    }
+  }
+  path[0] = '\0';
+  if (dl_iterate_phdr(find_loaded_runtime, path) == 0 || path[0] == '\0') return NULL;
+  *opened = path;
+  return dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+}
+
+/* Before 6.2 nothing can be shared, and the failure would only show at the
+ * first allocation's export as hipErrorNotSupported: say so at bring-up. */
+static int hip_check_release(const char *lib, char *why, size_t whylen) {
+  if (runtime_version >= MORI_HIP_SHARING_SINCE) return 0;
+  snprintf(why, whylen,
+           "%s: ROCm %d.%d (hipRuntimeGetVersion %d) is not supported: mori-symm needs ROCm >= "
+           "6.2 (before it hipMemCreate with a shareable handle type and hipMem{Export,Import}"
+           "ShareableHandle return hipErrorNotSupported)",
+           lib, runtime_version / 10000000, runtime_version / 100000 % 100, runtime_version);
+  return -1;
+}
+
+/* MORI_SYMM_HIP_LIB if set (the user's decision); else the runtime already
+ * in the process; else the sonames, newest first. */
 static int hip_init(char *why, size_t whylen) {
   static const char *const sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6"};
-  const char *opened = sonames[0];
-  hip_lib = mori__gpu_open("MORI_SYMM_HIP_LIB", sonames, MORI_GPU_COUNT(sonames), &opened, why,
-                           whylen);
+  const char *opened = sonames[0], *env = getenv("MORI_SYMM_HIP_LIB");
+  hip_lib = NULL;
+  if (env == NULL || *env == '\0')
+    hip_lib = open_loaded_runtime(sonames, MORI_GPU_COUNT(sonames), &opened);
+  if (hip_lib == NULL)
+    hip_lib = mori__gpu_open("MORI_SYMM_HIP_LIB", sonames, MORI_GPU_COUNT(sonames), &opened,
+                             why, whylen);
   if (hip_lib == NULL) return -1;
   if (mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen) ||
       hip_init_step("hipInit", hip.Init(0), why, whylen) ||
-      hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why, whylen))
+      hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why,
+                    whylen) ||
+      hip_check_release(opened, why, whylen))
     return hip_fail_init();
   return 0;
 }
