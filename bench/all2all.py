@@ -5,19 +5,32 @@ symmetric receive buffer with a Triton kernel that loads the peer's base
 from buffer_ptrs_dev (the idiom torch's own symmetric-memory kernels use),
 between two signal-pad barriers.  For reference the same exchange runs as
 peer-tensor copy_ calls (the copy-engine path) and as NCCL's
-all_to_all_single.  Each result is checked once; timings are only printed.
+all_to_all_single.  Each path is checked before it is timed; timings are
+only printed.
 
     torchrun --standalone --nproc_per_node=2 bench/all2all.py
     python bench/all2all.py          # spawns min(2, GPUs) ranks itself
 
 Aggregate GB/s counts the bytes that leave a device: world * (world - 1)
 chunks per iteration (with one rank nothing leaves, so no rate is shown).
+
+Checks are race-free: a receive buffer is cleared, every rank is past the
+clearing before any rank writes, and it is read only after every rank's
+device has finished writing (device synchronize, then a host barrier over
+gloo).  A failed check is agreed on by every rank (an all_reduce of the
+verdicts), so all ranks report and exit together; any other error ends its
+rank at once (os._exit) and the launcher (torchrun or spawn) ends the rest,
+instead of leaving them in a collective that never completes.
+
+bench/compare.py imports this module for the kernel and the exchange.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -57,19 +70,43 @@ if triton is not None:
             tl.store(dst + idx, tl.load(src_chunk + idx, mask=mask), mask=mask)
 
 
+class CheckFailed(Exception):
+    """Every rank agreed that some rank's check failed."""
+
+
 def parse_size(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     text = text.strip().upper().removesuffix("IB").removesuffix("B")
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def timed(fn, iters: int, warmup: int = 3) -> float:
-    """Seconds per iteration, by CUDA events on the current stream."""
+def size_label(size: int) -> str:
+    for shift, unit in ((30, "G"), (20, "M"), (10, "K")):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return str(size)
+
+
+def host_barrier(cpu_group) -> None:
+    """Every rank's device work issued so far is complete on every rank."""
+    torch.cuda.synchronize()
+    dist.barrier(group=cpu_group)
+
+
+def agree(ok: bool, cpu_group) -> bool:
+    """True only if every rank's verdict is true; every rank learns it."""
+    flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=cpu_group)
+    return bool(flag.item())
+
+
+def gpu_time(fn, iters: int, cpu_group, warmup: int = 3) -> float:
+    """Seconds per iteration on this rank's stream (CUDA events), all ranks
+    starting together."""
     for _ in range(warmup):
         fn()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    dist.barrier()
-    torch.cuda.synchronize()
+    host_barrier(cpu_group)
     start.record()
     for _ in range(iters):
         fn()
@@ -84,79 +121,115 @@ def expected_recv(rank: int, world: int, chunk: int, device) -> torch.Tensor:
     return torch.cat([idx + r * 1_000_000 for r in range(world)])
 
 
-def bench_size(size: int, rank: int, world: int, device, group: str, args) -> None:
-    import torch.distributed._symmetric_memory as symm_mem
+class Exchange:
+    """One size's buffers and every way of running the all-to-all over them.
 
-    chunk = size // 4
-    recv = symm_mem.empty(world * chunk, dtype=torch.int32, device=device)
-    hdl = symm_mem.rendezvous(recv, group)
-    src = torch.arange(world * chunk, dtype=torch.int32, device=device) + rank * 1_000_000
-    want = expected_recv(rank, world, chunk, device)
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    blocks_per_peer = max(1, min(-(-chunk // BLOCK), 2 * sms // world))
-    grid = (world * blocks_per_peer,)
+    paths maps a name to (fn, out): out is the tensor the path fills, None
+    for the barriers alone.  Names: push_barriers (the real operation: the
+    push between two barriers), push_only, copy_engine, nccl, barriers."""
 
-    def push_only():
-        push_all2all[grid](src, hdl.buffer_ptrs_dev, rank, hdl.offset // 4, chunk,
-                           blocks_per_peer, BLOCK=BLOCK, num_warps=4)
+    def __init__(self, size: int, rank: int, world: int, device, group: str,
+                 nccl: bool = True):
+        import torch.distributed._symmetric_memory as symm_mem
 
-    def triton_push():
-        hdl.barrier(channel=0)  # every receive slot is free
-        push_only()
-        hdl.barrier(channel=0)  # every push has landed
+        self.size, self.rank, self.world = size, rank, world
+        self.chunk = chunk = size // 4
+        self.recv = symm_mem.empty(world * chunk, dtype=torch.int32, device=device)
+        self.hdl = symm_mem.rendezvous(self.recv, group)
+        self.src = (torch.arange(world * chunk, dtype=torch.int32, device=device)
+                    + rank * 1_000_000)
+        self.want = expected_recv(rank, world, chunk, device)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        self.blocks_per_peer = max(1, min(-(-chunk // BLOCK), 2 * sms // world))
+        self.nccl_out = torch.empty_like(self.src)
+        self.paths = {}
+        if triton is not None:
+            self.paths["push_barriers"] = (self.push_barriers, self.recv)
+            self.paths["push_only"] = (self.push_only, self.recv)
+        self.paths["copy_engine"] = (self.copy_engine, self.recv)
+        if nccl:
+            self.paths["nccl"] = (self.nccl, self.nccl_out)
+        self.paths["barriers"] = (self.barriers, None)
 
-    def barriers_only():
+    @property
+    def moved(self) -> int:
+        """Bytes that leave a device per iteration, all ranks together."""
+        return self.world * (self.world - 1) * self.size
+
+    def push_only(self) -> None:
+        grid = (self.world * self.blocks_per_peer,)
+        push_all2all[grid](self.src, self.hdl.buffer_ptrs_dev, self.rank, self.hdl.offset // 4,
+                           self.chunk, self.blocks_per_peer, BLOCK=BLOCK, num_warps=4)
+
+    def push_barriers(self) -> None:
+        self.hdl.barrier(channel=0)  # every receive slot is free
+        self.push_only()
+        self.hdl.barrier(channel=0)  # every push has landed
+
+    def barriers(self) -> None:
+        self.hdl.barrier(channel=0)
+        self.hdl.barrier(channel=0)
+
+    def copy_engine(self) -> None:
+        hdl, chunk = self.hdl, self.chunk
         hdl.barrier(channel=0)
-        hdl.barrier(channel=0)
-
-    def copy_engine():
-        hdl.barrier(channel=0)
-        for peer in range(world):
+        for peer in range(self.world):
             slot = hdl.get_buffer(peer, (chunk,), torch.int32,
-                                  storage_offset=hdl.offset // 4 + rank * chunk)
-            slot.copy_(src[peer * chunk:(peer + 1) * chunk])
+                                  storage_offset=hdl.offset // 4 + self.rank * chunk)
+            slot.copy_(self.src[peer * chunk:(peer + 1) * chunk])
         hdl.barrier(channel=0)
 
-    nccl_out = torch.empty_like(src)
+    def nccl(self) -> None:
+        dist.all_to_all_single(self.nccl_out, self.src)
 
-    def nccl():
-        dist.all_to_all_single(nccl_out, src)
-
-    # push alone (back to back, no barrier) separates the copy rate from the
-    # cost of the two stream-memop barriers, timed on their own last.
-    paths = ([("triton push", triton_push, recv), ("push only", push_only, recv)]
-             if triton is not None else [])
-    paths.append(("copy_ (CE)", copy_engine, recv))
-    if not args.no_nccl:
-        paths.append(("nccl a2a", nccl, nccl_out))
-    dist.barrier()
-    dt = timed(barriers_only, args.iters)
-    if rank == 0:
-        print(f"all2all {'2 barriers':12s} {size >> 10:6d} KiB/peer x {world} ranks: "
-              f"{dt * 1e6:9.1f} us/iter (signal-pad barriers alone)", flush=True)
-    for name, fn, out in paths:
-        out.zero_()
-        torch.cuda.synchronize()
-        dist.barrier()
+    def check(self, name: str, cpu_group) -> bool:
+        """Runs path name once and compares what this rank received."""
+        fn, out = self.paths[name]
+        host_barrier(cpu_group)  # nobody still writes into out (an earlier timed loop)
+        out.fill_(-1)
+        host_barrier(cpu_group)  # every out is cleared before any rank writes
         fn()
-        torch.cuda.synchronize()
-        ok = bool(torch.equal(out, want))
-        dt = timed(fn, args.iters)
-        moved = world * (world - 1) * size
-        rate = f"{moved / dt / 1e9:8.1f} GB/s aggregate" if moved else "   (1 rank: no traffic)"
+        host_barrier(cpu_group)  # every rank's writes have landed
+        return bool(torch.equal(out, self.want))
+
+
+def bench_size(size: int, rank: int, world: int, device, group: str, cpu_group, args) -> None:
+    ex = Exchange(size, rank, world, device, group, nccl=not args.no_nccl)
+    if args.inject == ("raise", rank):
+        raise RuntimeError(f"rank {rank}: injected error (--inject raise:{rank})")
+    if args.inject == ("check", rank):
+        ex.want[0] += 1  # this rank's checks see wrong data
+    for name, (fn, out) in ex.paths.items():
+        ok = True
+        if out is not None:
+            for _ in range(args.check_repeats):
+                ok = ex.check(name, cpu_group) and ok
+        verdicts = [None] * world
+        dist.all_gather_object(verdicts, ok, group=cpu_group)
+        bad = [r for r, v in enumerate(verdicts) if not v]
+        dt = gpu_time(fn, args.iters, cpu_group) if not bad else float("nan")
         if rank == 0:
-            print(f"all2all {name:12s} {size >> 10:6d} KiB/peer x {world} ranks: "
-                  f"{dt * 1e6:9.1f} us/iter {rate}  check {'ok' if ok else 'FAILED'}",
-                  flush=True)
-        if not ok:
-            raise SystemExit(f"rank {rank}: {name} delivered wrong data at {size} bytes/peer")
-    del hdl, recv
+            rate = (f"{ex.moved / dt / 1e9:8.1f} GB/s aggregate" if ex.moved and not bad
+                    else "   (1 rank: no traffic)" if not ex.moved else "")
+            what = "check ok" if out is not None and not bad else ""
+            if bad:
+                what = f"check FAILED on rank(s) {','.join(map(str, bad))}"
+            print(f"all2all {name:14s} {size >> 10:6d} KiB/peer x {world} ranks: "
+                  f"{dt * 1e6:9.1f} us/iter {rate}  {what}", flush=True)
+        if bad:
+            if not ok:
+                print(f"rank {rank}: {name} delivered wrong data at {size} bytes/peer",
+                      flush=True)
+            raise CheckFailed(f"{name} at {size} bytes/peer failed on rank(s) {bad}")
+    host_barrier(cpu_group)  # no rank frees while a peer still writes into it
+    del ex
 
 
 def run(rank: int, world: int, args) -> None:
     device = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+    cpu_group = dist.new_group(backend="gloo")
     import torch.distributed._symmetric_memory as symm_mem
     import mori.allocator
 
@@ -169,10 +242,19 @@ def run(rank: int, world: int, args) -> None:
             print("all2all: triton is not installed; the Triton path is skipped", flush=True)
     try:
         for size in args.sizes:
-            bench_size(size, rank, world, device, group, args)
-    finally:
-        dist.barrier()
-        dist.destroy_process_group()
+            bench_size(size, rank, world, device, group, cpu_group, args)
+    except CheckFailed as e:
+        # Every rank agreed, so every rank is here: end them all now.
+        print(f"all2all FAILED (rank {rank}): {e}", flush=True)
+        os._exit(1)
+    except BaseException:
+        # Peers may be waiting in any collective: do not join them.
+        traceback.print_exc()
+        print(f"all2all FAILED (rank {rank}): error above; ending this rank", flush=True)
+        sys.stderr.flush()
+        os._exit(1)
+    host_barrier(cpu_group)
+    dist.destroy_process_group()
 
 
 def spawned(rank: int, world: int, port: int, args) -> None:
@@ -180,12 +262,24 @@ def spawned(rank: int, world: int, port: int, args) -> None:
     run(rank, world, args)
 
 
+def parse_inject(text: str):
+    kind, _, rank = text.partition(":")
+    if kind not in ("check", "raise") or not rank.isdigit():
+        raise argparse.ArgumentTypeError("expected check:RANK or raise:RANK")
+    return kind, int(rank)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="256K,1M,4M,16M",
                    help="bytes per peer, comma separated (default 256K,1M,4M,16M)")
     p.add_argument("--iters", type=int, default=30)
+    p.add_argument("--check-repeats", type=int, default=1,
+                   help="run each path's check this many times before timing it")
     p.add_argument("--no-nccl", action="store_true", help="skip the NCCL reference")
+    p.add_argument("--inject", type=parse_inject, default=None,
+                   help="check:RANK makes RANK's checks fail; raise:RANK makes RANK raise "
+                        "(tests that a failure ends every rank promptly)")
     args = p.parse_args()
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     if "RANK" in os.environ:  # torchrun
