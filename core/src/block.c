@@ -9,6 +9,7 @@
 #include <string.h>
 
 pthread_mutex_t mori__lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t mori__cond = PTHREAD_COND_INITIALIZER;
 
 static mori_block **blocks; /* sorted by base */
 static size_t nblocks, cap_blocks;
@@ -259,35 +260,26 @@ int mori_symm_alloc(size_t size, int device, void **ptr) {
 
 /* ---- free ---- */
 
-int mori__block_destroy(mori_block *b) {
-  int first = 0;
-  char message[1024] = "";
-  while (b->windows != NULL) {
-    int rc = mori__window_destroy(b->windows);
-    if (rc != 0 && first == 0) {
-      first = rc;
-      snprintf(message, sizeof message, "%s", mori_last_error());
-    }
-  }
-  (void)mori_hipSetDevice(b->device);
-  int rc = mori__unwind(&b->fsm, 0);
-  if (rc != 0 && first == 0) first = rc;
-  else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
-  table_remove(b);
-  mori_fsm_destroy(&b->fsm);
-  free(b);
-  return first;
-}
-
+/* Purely local, as torch's free: the block leaves the table now, so that
+ * lookup, rendezvous and a second free of ptr fail with MORI_ENOTFOUND; its
+ * teardown runs now, or at the last release of a window reference (or the
+ * end of a call in progress) if something still holds it. */
 int mori_symm_free(void *ptr) {
   pthread_mutex_lock(&mori__lock);
   mori_block *b = mori__block_find(ptr);
-  int rc;
-  if (b == NULL || b->base != ptr)
-    rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a mori-symm allocation", ptr);
-  else
-    rc = mori__block_destroy(b);
+  int rc = 0, claimed = 0;
+  if (b == NULL || b->base != ptr) {
+    rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a live mori-symm allocation%s",
+                     ptr, mori__block_freed(ptr) ? " (already freed; its teardown waits for the last "
+                                            "window reference)"
+                                          : "");
+  } else {
+    table_remove(b);
+    mori__block_defer(b);
+    claimed = mori__block_claim_if_idle(b);
+  }
   pthread_mutex_unlock(&mori__lock);
+  if (claimed) rc = mori__block_teardown(b);
   return rc;
 }
 
@@ -302,15 +294,17 @@ int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset) {
   return b ? 0 : mori__error(MORI_ENOTFOUND, "lookup(%p): not in a mori-symm allocation", ptr);
 }
 
+/* Every block, freed or not, whatever references remain: at exit nothing
+ * would ever release them. */
 int mori_symm_release_all(void) {
-  int first = 0;
   pthread_mutex_lock(&mori__lock);
   while (nblocks > 0) {
-    int rc = mori__block_destroy(blocks[nblocks - 1]);
-    if (rc != 0 && first == 0) first = rc;
+    mori_block *b = blocks[nblocks - 1];
+    table_remove(b);
+    mori__block_defer(b);
   }
   pthread_mutex_unlock(&mori__lock);
-  return first;
+  return mori__teardown_deferred();
 }
 
 long mori__blocks_live(void) { return (long)nblocks; }

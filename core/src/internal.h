@@ -2,7 +2,9 @@
  * internal.h - what the core's files share: settings, logging, the block
  * table and the window structure.  A block is one local VMM allocation
  * driven by a BLOCK machine; a window is one (block, group) rendezvous
- * driven by a WINDOW machine.  One process-wide mutex guards both tables.
+ * driven by a WINDOW machine.  One process-wide mutex (mori__lock) guards
+ * the tables and every window's life, references and in-use count; it is
+ * never held across a wait on the store, the channel or the GPU.
  */
 #ifndef MORI_CORE_INTERNAL_H
 #define MORI_CORE_INTERNAL_H
@@ -63,20 +65,38 @@ typedef struct mori_block {
   mori_fsm fsm;
   struct mori_window *windows; /* list of windows on this block */
   uint32_t signal_slots_used;   /* bit s: private signal slot s taken by a window */
+  /* Freed by its owner but still held by a window reference or a call in
+   * progress: out of the table, on the deferred list until the last lets go. */
+  int freed;
+  struct mori_block *next_deferred;
 } mori_block;
 
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
 mori_block *mori__block_find(const void *ptr);
-/* Tears down every window on b, then b itself; removes it from the table. */
-int mori__block_destroy(mori_block *b);
 long mori__blocks_live(void);
 
+/* Guards the block table, the deferred list, the window registry and every
+ * window's life/refs/busy; broadcast on mori__cond whenever a window stops
+ * being OPENING or busy. */
 extern pthread_mutex_t mori__lock;
+extern pthread_cond_t mori__cond;
 
 /* ---- windows (window.c) ---- */
 
+/* A window's life, as libuv's handle flags: only an OPEN window serves
+ * calls; closing is a state, so a call on a closed window is caught. */
+typedef enum mori__life {
+  MORI_LIFE_OPENING, /* its rendezvous runs; not handed out yet */
+  MORI_LIFE_OPEN,    /* usable */
+  MORI_LIFE_CLOSING, /* its block's teardown runs on some thread */
+  MORI_LIFE_CLOSED,  /* torn down: a tombstone, so that late calls are caught */
+} mori__life;
+
 struct mori_window {
   struct mori_window *next; /* in block->windows */
+  mori__life life;
+  int refs;                 /* mori_window_retain - mori_window_release */
+  int busy;                 /* calls in progress (temporary references) */
   mori_block *block;
   char *group;
   uint64_t seq;             /* the group's rendezvous sequence number */
@@ -93,9 +113,43 @@ struct mori_window {
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);
-/* Synchronizes and unwinds the window's ledger; frees the struct. */
-int mori__window_destroy(mori_window *w);
+/* Synchronizes and unwinds the window's ledger (outside mori__lock). */
+int mori__window_teardown(mori_window *w);
+/* Frees what a torn-down or failed window holds, keeping the struct. */
+void mori__window_strip(mori_window *w);
 
+/* ---- lifetimes (life.c) ---- */
+
+/* Every window handed out stays registered until long after it closed, so
+ * that a call on it is checked against the registry, never dereferenced
+ * blindly.  Under mori__lock. */
+int mori__window_register(mori_window *w);
+void mori__window_unregister(mori_window *w);
+/* A temporary reference for one call: 0 if w is OPEN (busy++), else a
+ * named error.  leave drops it and, if w's block was freed meanwhile and
+ * nothing holds it any more, tears the block down; it returns rc. */
+int mori__window_enter(const mori_window *w, const char *op);
+int mori__window_leave(const mori_window *w, int rc);
+/* free(): the block leaves the table at once (the caller removed it) and
+ * goes on the deferred list; under mori__lock. */
+void mori__block_defer(mori_block *b);
+/* Under mori__lock: if nothing holds b (no reference, no call in progress,
+ * no rendezvous running), claims its teardown (its windows become CLOSING)
+ * and returns 1; the caller then runs mori__block_teardown after unlocking. */
+int mori__block_claim_if_idle(mori_block *b);
+/* Outside mori__lock: synchronizes, unwinds every window of a claimed
+ * block and then the block, and leaves tombstones.  Returns the first error. */
+int mori__block_teardown(mori_block *b);
+/* Whether base is a freed block still waiting for its teardown. */
+int mori__block_freed(const void *base);
+/* Tears down every deferred block, references or not, after waiting for
+ * the calls in progress on them (release_all, exit).  Outside mori__lock. */
+int mori__teardown_deferred(void);
+
+/* Counters for mori_symm_stats, under mori__lock. */
+extern struct mori__counters {
+  long windows, cache_hits, rendezvous, deferred;
+} mori__counters;
 
 /* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
 

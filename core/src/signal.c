@@ -51,22 +51,19 @@ static int wait_cell(mori_window *w, int src, int channel, void *stream) {
   return 0;
 }
 
-int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
-                           int timeout_ms) {
-  (void)timeout_ms;
+/* Each public call holds a temporary reference (mori__window_enter), so a
+ * free on another thread defers the teardown until the call is done. */
+static int put_signal(mori_window *w, int dst_rank, int channel, void *stream) {
   MORI_GUARD(check_signal(w, "put_signal", dst_rank, channel));
   return put(w, dst_rank, channel, stream);
 }
 
-int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
-                            int timeout_ms) {
-  (void)timeout_ms;
+static int wait_signal(mori_window *w, int src_rank, int channel, void *stream) {
   MORI_GUARD(check_signal(w, "wait_signal", src_rank, channel));
   return wait_cell(w, src_rank, channel, stream);
 }
 
-int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms) {
-  (void)timeout_ms;
+static int barrier(mori_window *w, int channel, void *stream) {
   MORI_GUARD(check_signal(w, "barrier", w->rank, channel));
   for (int i = 1; i < w->world; i++) MORI_GUARD(put(w, (w->rank + i) % w->world, channel, stream));
   for (int i = 1; i < w->world; i++)
@@ -74,5 +71,22 @@ int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_m
   return 0;
 }
 
+int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
+                           int timeout_ms) {
+  (void)timeout_ms;
+  MORI_GUARD(mori__window_enter(w, "put_signal"));
+  return mori__window_leave(w, put_signal(w, dst_rank, channel, stream));
+}
 
-int mori_window_max_channels(const mori_window *w) { return w->max_channels; }
+int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
+                            int timeout_ms) {
+  (void)timeout_ms;
+  MORI_GUARD(mori__window_enter(w, "wait_signal"));
+  return mori__window_leave(w, wait_signal(w, src_rank, channel, stream));
+}
+
+int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms) {
+  (void)timeout_ms;
+  MORI_GUARD(mori__window_enter(w, "barrier"));
+  return mori__window_leave(w, barrier(w, channel, stream));
+}

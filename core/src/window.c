@@ -13,7 +13,7 @@
 #include "mori/channel.h"
 #include "mori/protocol.h"
 
-static long stat_windows_live, stat_cache_hits, stat_rendezvous, next_window_id = 1;
+static long next_window_id = 1;
 
 /* ---- per-group sequence numbers (one counter per group, never shared:
  * a process-wide counter mismatches keys on overlapping subgroups) ---- */
@@ -217,12 +217,22 @@ static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
 
 /* ---- rendezvous ---- */
 
-static void window_free(mori_window *w) {
-  if (w->signal_slot >= 0) w->block->signal_slots_used &= ~(1u << w->signal_slot);
+/* What a window owns besides its ledger; the struct itself and its group
+ * name stay, for the tombstone. */
+void mori__window_strip(mori_window *w) {
+  if (w->signal_slot >= 0 && w->block != NULL)
+    w->block->signal_slots_used &= ~(1u << w->signal_slot);
+  w->signal_slot = -1;
   mori_fsm_destroy(&w->fsm);
-  free(w->group);
   free(w->buffer_ptrs);
   free(w->pad_ptrs);
+  w->buffer_ptrs = NULL;
+  w->pad_ptrs = NULL;
+}
+
+static void window_free(mori_window *w) {
+  mori__window_strip(w);
+  free(w->group);
   free(w);
 }
 
@@ -230,6 +240,7 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   mori_window *w = mori_calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   w->block = b;
+  w->life = MORI_LIFE_OPENING;
   w->rank = rank;
   w->world = world;
   w->id = next_window_id++;
@@ -258,6 +269,7 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
   mori_request *reqs = mori_calloc((size_t)world, sizeof *reqs);
   double t0 = mori__now_us();
   int rc = reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (rc == 0) rc = mori__window_register(w);
   if (rc == 0) rc = mori_fsm_push(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)b, 0, 0);
   if (rc == 0 && mori_fsm_fire(&w->fsm, MORI_EV_ATTACH) != 0)
     rc = mori__error(MORI_ESTATE, "attach: %s", w->fsm.why);
@@ -272,13 +284,15 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", rank,
                        group, w->id, (unsigned long long)seq);
     MORI_LOG(MORI_LOG_WARN, rank, w->id, "%s", mori_last_error());
+    mori__window_unregister(w);
     window_free(w);
     return rc;
   }
+  w->life = MORI_LIFE_OPEN;
   w->next = b->windows;
   b->windows = w;
-  stat_windows_live++;
-  stat_rendezvous++;
+  mori__counters.windows++;
+  mori__counters.rendezvous++;
   MORI_LOG(MORI_LOG_INFO, rank, w->id, "rendezvous group %s seq %llu: %d ranks, %s, %.0f us",
            group, (unsigned long long)seq, world,
            w->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
@@ -307,7 +321,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                          "rendezvous: group %s was set up as rank %d of %d, not %d of %d",
                          group, w->rank, w->world, rank, world_size);
       else
-        stat_cache_hits++;
+        mori__counters.cache_hits++;
     } else {
       rc = rendezvous_new(b, group, rank, world_size, store, &w);
     }
@@ -322,13 +336,8 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
 
 /* ---- teardown ---- */
 
-int mori__window_destroy(mori_window *w) {
+int mori__window_teardown(mori_window *w) {
   mori_block *b = w->block;
-  for (mori_window **p = &b->windows; *p != NULL; p = &(*p)->next)
-    if (*p == w) {
-      *p = w->next;
-      break;
-    }
   (void)mori_hipSetDevice(b->device);
   /* Nothing may still be in flight to or from the slots being unmapped. */
   hipError_t e = mori_hipDeviceSynchronize();
@@ -340,35 +349,50 @@ int mori__window_destroy(mori_window *w) {
   else mori__error(rc, "%s", message); /* the first failure wins */
   if (rc != 0) mori__error_prefix("rank %d window %ld teardown: ", w->rank, w->id);
   MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "released group %s%s", w->group, rc ? " (errors)" : "");
-  stat_windows_live--;
-  window_free(w);
   return rc;
 }
 
-/* ---- accessors ---- */
+/* ---- accessors ----
+ *
+ * Each checks the window under mori__lock first, so that an accessor on a
+ * window after its final release reports it (mori_last_error) and returns
+ * a neutral value instead of reading freed memory. */
 
-int mori_window_rank(const mori_window *w) { return w->rank; }
-int mori_window_world_size(const mori_window *w) { return w->world; }
-int mori_window_device(const mori_window *w) { return w->block->device; }
-size_t mori_window_buffer_size(const mori_window *w) { return w->block->buffer_size; }
-size_t mori_window_signal_pad_size(const mori_window *w) { return w->block->signal_pad_size; }
-int mori_window_handle_type(const mori_window *w) { return w->handle_type; }
-int mori_window_world_within_direct_access(const mori_window *w) { return w->direct_access; }
-void *const *mori_window_buffer_ptrs(const mori_window *w) { return w->buffer_ptrs; }
-void *const *mori_window_signal_pad_ptrs(const mori_window *w) { return w->pad_ptrs; }
-void *mori_window_buffer_ptrs_dev(const mori_window *w) { return w->buffer_ptrs_dev; }
-void *mori_window_signal_pad_ptrs_dev(const mori_window *w) { return w->pad_ptrs_dev; }
+#define MORI_ACCESSOR(type, name, none, expr)                                        \
+  type mori_window_##name(const mori_window *w) {                                    \
+    if (mori__window_enter(w, "mori_window_" #name) != 0) return none;              \
+    type v = (expr);                                                                 \
+    (void)mori__window_leave(w, 0);                                                  \
+    return v;                                                                        \
+  }
+
+MORI_ACCESSOR(int, rank, -1, w->rank)
+MORI_ACCESSOR(int, world_size, -1, w->world)
+MORI_ACCESSOR(int, device, -1, w->block->device)
+MORI_ACCESSOR(size_t, buffer_size, 0, w->block->buffer_size)
+MORI_ACCESSOR(size_t, signal_pad_size, 0, w->block->signal_pad_size)
+MORI_ACCESSOR(int, handle_type, -1, w->handle_type)
+MORI_ACCESSOR(int, world_within_direct_access, -1, w->direct_access)
+MORI_ACCESSOR(void *const *, buffer_ptrs, NULL, (void *const *)w->buffer_ptrs)
+MORI_ACCESSOR(void *const *, signal_pad_ptrs, NULL, (void *const *)w->pad_ptrs)
+MORI_ACCESSOR(void *, buffer_ptrs_dev, NULL, w->buffer_ptrs_dev)
+MORI_ACCESSOR(void *, signal_pad_ptrs_dev, NULL, w->pad_ptrs_dev)
+MORI_ACCESSOR(int, max_channels, -1, w->max_channels)
 
 void *mori_window_span(const mori_window *w, size_t *stride) {
+  if (mori__window_enter(w, "mori_window_span") != 0) return NULL;
   if (stride) *stride = w->stride;
-  return w->span;
+  void *span = w->span;
+  (void)mori__window_leave(w, 0);
+  return span;
 }
 
 void mori_symm_stats_get(mori_symm_stats *out) {
   pthread_mutex_lock(&mori__lock);
   out->blocks = mori__blocks_live();
-  out->windows = stat_windows_live;
-  out->cache_hits = stat_cache_hits;
-  out->rendezvous = stat_rendezvous;
+  out->windows = mori__counters.windows;
+  out->cache_hits = mori__counters.cache_hits;
+  out->rendezvous = mori__counters.rendezvous;
+  out->deferred = mori__counters.deferred;
   pthread_mutex_unlock(&mori__lock);
 }

@@ -434,6 +434,135 @@ static int no_pad_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void signal_pad_size_zero_turns_signals_off(void **s) { (void)s; run_expect(2, no_pad_rank, NULL, -1); }
 
+/* ---- lifetimes: references, deferred teardown, closing ---- */
+
+/* Every rank takes a reference, and the even ranks free their block while
+ * holding it: the window must stay whole (own memory mapped, peers' slots
+ * readable and writable, signals working) until the last release, which
+ * tears it down with nothing left.  Odd ranks free with no reference at
+ * the end, which tears down at once. */
+static int free_with_reference_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL, *again = NULL;
+  mori_symm_stats st;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  CHECK(mori_window_retain(w) == 0, "retain: %s", mori_last_error());
+  int early = ctx->rank % 2 == 0;
+  if (early) {
+    CHECK(mori_symm_free(base) == 0, "free with a reference: %s", mori_last_error());
+    mori_symm_stats_get(&st);
+    CHECK(st.blocks == 0 && st.deferred == 1 && st.windows == 1,
+          "after free: blocks %ld deferred %ld windows %ld", st.blocks, st.deferred, st.windows);
+    CHECK(mori_shim_ledger_total() > 0, "the teardown ran under a live reference");
+    CHECK(mori_symm_lookup(base, NULL, NULL) == MORI_ENOTFOUND, "lookup of a freed block");
+    CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &again, NULL) ==
+              MORI_ENOTFOUND, "rendezvous of a freed block");
+    CHECK(mori_symm_free(base) == MORI_ENOTFOUND, "second free");
+    CHECK(strstr(mori_last_error(), "already freed") != NULL, "second free says: %s",
+          mori_last_error());
+  }
+  /* every rank's window works whether its own block was freed or not */
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  CHECK(mori_window_put_signal(w, next, 1, NULL, 0) == 0, "put: %s", mori_last_error());
+  CHECK(mori_window_wait_signal(w, prev, 1, NULL, 0) == 0, "wait: %s", mori_last_error());
+  CHECK(mori_window_buffer_ptrs(w)[ctx->rank] == base, "own entry after free");
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  if (early) {
+    CHECK(mori_window_release(w) == 0, "last release: %s", mori_last_error());
+    mori_symm_stats_get(&st);
+    CHECK(st.deferred == 0 && st.windows == 0, "after release: deferred %ld windows %ld",
+          st.deferred, st.windows);
+    CHECK(mori_shim_ledger_total() == 0, "the last release left %ld ledger entries",
+          mori_shim_ledger_total());
+    /* closing is a state: every later use is caught */
+    CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ESTATE, "barrier after the last release");
+    CHECK(strstr(mori_last_error(), "torn down") != NULL, "says: %s", mori_last_error());
+    CHECK(mori_window_release(w) == MORI_ESTATE, "release after the last release");
+    CHECK(mori_window_retain(w) == MORI_ESTATE, "retain after the last release");
+    CHECK(mori_window_buffer_ptrs(w) == NULL, "accessor after the last release");
+  } else {
+    CHECK(mori_window_release(w) == 0, "release: %s", mori_last_error());
+    CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  }
+  return finish(fds0, msg, msglen, "free with reference");
+}
+
+static void free_with_a_live_reference_defers_teardown_to_the_last_release(void **s) {
+  (void)s;
+  run_expect(4, free_with_reference_rank, NULL, -1);
+}
+
+/* A release without a free keeps everything: the cache still answers with
+ * the same window, which still works; the free then tears down at once. */
+static int release_without_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL, *again = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  for (int i = 0; i < 3; i++) CHECK(mori_window_retain(w) == 0, "retain: %s", mori_last_error());
+  for (int i = 0; i < 3; i++) CHECK(mori_window_release(w) == 0, "release: %s", mori_last_error());
+  CHECK(mori_window_release(w) == MORI_ESTATE, "a release past the last retain");
+  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &again, NULL) == 0 &&
+            again == w, "the cache lost the window");
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  CHECK(mori_shim_ledger_total() == 0, "free without references left %ld ledger entries",
+        mori_shim_ledger_total());
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ESTATE, "barrier on a torn-down window");
+  return finish(fds0, msg, msglen, "release without free");
+}
+
+static void release_without_free_keeps_the_window(void **s) {
+  (void)s;
+  run_expect(3, release_without_free_rank, NULL, -1);
+}
+
+/* release_all tears down blocks held by references, freed or not; the
+ * holders' releases afterwards are still theirs to make, once. */
+static int release_all_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *x = NULL, *y = NULL;
+  mori_window *a = NULL, *b = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &x) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &y) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(x, "g", ctx->rank, ctx->world, ctx->store, &a, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(y, "g", ctx->rank, ctx->world, ctx->store, &b, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  CHECK(mori_window_retain(a) == 0 && mori_window_retain(b) == 0 && mori_window_retain(b) == 0,
+        "retain: %s", mori_last_error());
+  CHECK(mori_window_barrier(a, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_free(x) == 0, "free: %s", mori_last_error());
+  CHECK(mori_symm_release_all() == 0, "release_all: %s", mori_last_error());
+  mori_symm_stats st;
+  mori_symm_stats_get(&st);
+  CHECK(st.blocks == 0 && st.deferred == 0 && st.windows == 0,
+        "after release_all: blocks %ld deferred %ld windows %ld", st.blocks, st.deferred,
+        st.windows);
+  CHECK(mori_shim_ledger_total() == 0, "release_all left %ld ledger entries",
+        mori_shim_ledger_total());
+  CHECK(mori_window_barrier(b, 0, NULL, 0) == MORI_ESTATE, "barrier after release_all");
+  CHECK(mori_window_release(a) == 0, "the holder's release: %s", mori_last_error());
+  CHECK(mori_window_release(b) == 0 && mori_window_release(b) == 0, "the holder's releases: %s",
+        mori_last_error());
+  CHECK(mori_window_release(b) == MORI_ESTATE, "one release too many");
+  return finish(fds0, msg, msglen, "release_all with references");
+}
+
+static void release_all_with_references_outstanding_leaves_nothing(void **s) {
+  (void)s;
+  run_expect(2, release_all_rank, NULL, -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(single_rank_world_needs_no_peers),
@@ -453,6 +582,9 @@ int main(void) {
       cmocka_unit_test(posix_fd_group_spanning_hosts_is_refused),
       cmocka_unit_test(wait_signal_without_put_times_out),
       cmocka_unit_test(signal_pad_size_zero_turns_signals_off),
+      cmocka_unit_test(free_with_a_live_reference_defers_teardown_to_the_last_release),
+      cmocka_unit_test(release_without_free_keeps_the_window),
+      cmocka_unit_test(release_all_with_references_outstanding_leaves_nothing),
   };
   setenv("MORI_SIM_DEVICES", "16", 0);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,8 +46,11 @@ int mori_symm_allow_overlapping_devices(void);
 /* Allocates at least size bytes on device: probe (cached), granularity,
  * create, reserve, map, grant access, zero.  The pointer is the block base. */
 int mori_symm_alloc(size_t size, int device, void **ptr);
-/* Frees the block containing ptr (its base); windows on it are torn down
- * first.  Purely local. */
+/* Frees the block whose base is ptr.  Purely local, as torch's free: the
+ * block leaves the table at once (lookup, rendezvous and free of it then
+ * fail with MORI_ENOTFOUND); its windows and then the block are torn down
+ * now if no window of it is referenced (mori_window_retain) or in use by a
+ * call on another thread, else by whoever lets go last. */
 int mori_symm_free(void *ptr);
 /* The buffer size of the block covering ptr (interior pointers allowed)
  * and, optionally, ptr's offset in it. */
@@ -60,6 +63,16 @@ int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen);
 /* ---- windows ---- */
 
 typedef struct mori_window mori_window;
+
+/* References, for handles that outlive the allocation (torch's
+ * `hdl = rendezvous(t); del t`): while a window holds one, free of its
+ * block defers the teardown, and the window stays fully usable (pointer
+ * tables, signals).  The memory goes at the last of {free, releases}.  The
+ * rendezvous cache holds no reference of its own.  release without a
+ * matching retain, and any call on a window after it was torn down, fail
+ * with MORI_ESTATE (closing is a state, never undefined). */
+int mori_window_retain(mori_window *w);
+int mori_window_release(mori_window *w);
 
 /* Collective over group (rank/world of this process in it; store shared by
  * the group).  ptr may be interior to a block; *offset receives its offset.
@@ -74,6 +87,8 @@ size_t mori_window_buffer_size(const mori_window *w);
 size_t mori_window_signal_pad_size(const mori_window *w);
 int mori_window_handle_type(const mori_window *w);
 int mori_window_world_within_direct_access(const mori_window *w);
+/* Accessors check the window first: on a window that was torn down they
+ * return -1, 0 or NULL and mori_last_error() says why. */
 /* Host arrays of world_size peer pointers (peer r's block base, r's pad). */
 void *const *mori_window_buffer_ptrs(const mori_window *w);
 void *const *mori_window_signal_pad_ptrs(const mori_window *w);
@@ -97,13 +112,16 @@ int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *str
 int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms);
 int mori_window_max_channels(const mori_window *w);
 
-/* Tears down every window and block (teardown order of DESIGN.md).  Called
- * from an atexit hook by the torch adapter and the CLI. */
+/* Tears down every window and block (teardown order of DESIGN.md), freed
+ * or not, referenced or not, after the calls in progress on them return.
+ * Called from an atexit hook (registered at the first allocation). */
 int mori_symm_release_all(void);
 
-/* Counts for tests: live blocks, live windows, rendezvous cache hits. */
+/* Counts for tests: live blocks (in the table), live windows, rendezvous
+ * cache hits, rendezvous run, and deferred blocks (freed, their teardown
+ * waiting for window references or calls in progress). */
 typedef struct mori_symm_stats {
-  long blocks, windows, cache_hits, rendezvous;
+  long blocks, windows, cache_hits, rendezvous, deferred;
 } mori_symm_stats;
 void mori_symm_stats_get(mori_symm_stats *out);
 

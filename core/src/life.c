@@ -1,0 +1,290 @@
+/*
+ * life.c - how long blocks and windows live: references (retain/release),
+ * temporary references of calls in progress, the deferred teardown of a
+ * freed block that something still holds, and the registry that lets a
+ * call on a closed window be caught instead of touching freed memory.
+ *
+ * A block goes when the last of {its allocation, its windows' references,
+ * calls in progress on its windows, a rendezvous running on it} lets go.
+ * Whoever lets go last runs the teardown, outside mori__lock.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct mori__counters mori__counters;
+
+/* ---- the registry: every window handed out, sorted by address ---- */
+
+static mori_window **registry;
+static size_t nregistry, cap_registry;
+
+/* First index whose window is at or after w. */
+static size_t registry_lower_bound(const mori_window *w) {
+  size_t lo = 0, hi = nregistry;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if ((uintptr_t)registry[mid] < (uintptr_t)w)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static int registered(const mori_window *w) {
+  size_t i = registry_lower_bound(w);
+  return i < nregistry && registry[i] == w;
+}
+
+int mori__window_register(mori_window *w) {
+  if (nregistry == cap_registry) {
+    size_t cap = cap_registry ? 2 * cap_registry : 32;
+    mori_window **grown = mori_realloc(registry, cap * sizeof *grown);
+    if (grown == NULL) return mori__error(MORI_ENOMEM, "rendezvous: window registry out of memory");
+    registry = grown;
+    cap_registry = cap;
+  }
+  size_t i = registry_lower_bound(w);
+  memmove(&registry[i + 1], &registry[i], (nregistry - i) * sizeof *registry);
+  registry[i] = w;
+  nregistry++;
+  return 0;
+}
+
+void mori__window_unregister(mori_window *w) {
+  size_t i = registry_lower_bound(w);
+  if (i == nregistry || registry[i] != w) return;
+  memmove(&registry[i], &registry[i + 1], (nregistry - i - 1) * sizeof *registry);
+  nregistry--;
+}
+
+/* ---- tombstones ----
+ *
+ * A closed window nobody references is kept for the last MORI_GRAVES
+ * closings before its memory goes, so that its address is not handed to a
+ * new window while a late caller may still use the old pointer (a
+ * quarantine, as ASan's).  A closed window still referenced stays until
+ * its last release: the reference owns the struct. */
+enum { MORI_GRAVES = 256 };
+static mori_window *graves[MORI_GRAVES];
+static size_t grave_next;
+
+static void bury(mori_window *w) {
+  mori_window *old = graves[grave_next];
+  graves[grave_next] = w;
+  grave_next = (grave_next + 1) % MORI_GRAVES;
+  if (old == NULL) return;
+  mori__window_unregister(old);
+  free(old->group);
+  free(old);
+}
+
+/* ---- what a call may do with a window ---- */
+
+static int refuse(const mori_window *w, const char *op) {
+  if (!registered(w))
+    return mori__error(MORI_ENOTFOUND, "%s: %p is not a mori-symm window", op, (const void *)w);
+  switch (w->life) {
+  case MORI_LIFE_OPEN:
+    return 0;
+  case MORI_LIFE_CLOSING:
+    return mori__error(MORI_ESTATE,
+                       "%s: window %ld (group %s) is closing: its block was freed and is being "
+                       "torn down",
+                       op, w->id, w->group);
+  case MORI_LIFE_CLOSED:
+    return mori__error(MORI_ESTATE,
+                       "%s: window %ld (group %s) was torn down: its block was freed and its "
+                       "last reference released, or release_all ran",
+                       op, w->id, w->group);
+  default:
+    return mori__error(MORI_ESTATE, "%s: window %ld (group %s) is still being set up", op, w->id,
+                       w->group);
+  }
+}
+
+/* Nothing holds b but its allocation: no reference, no call in progress,
+ * no rendezvous running on it. */
+static int block_idle(const mori_block *b) {
+  for (const mori_window *w = b->windows; w != NULL; w = w->next)
+    if (w->refs > 0 || w->busy > 0 || w->life == MORI_LIFE_OPENING) return 0;
+  return 1;
+}
+
+/* No call in progress and no rendezvous running: references may remain. */
+static int block_quiet(const mori_block *b) {
+  for (const mori_window *w = b->windows; w != NULL; w = w->next)
+    if (w->busy > 0 || w->life == MORI_LIFE_OPENING) return 0;
+  return 1;
+}
+
+static mori_block *deferred;
+
+void mori__block_defer(mori_block *b) {
+  b->freed = 1;
+  b->next_deferred = deferred;
+  deferred = b;
+  mori__counters.deferred++;
+}
+
+static void claim(mori_block *b) {
+  for (mori_block **p = &deferred; *p != NULL; p = &(*p)->next_deferred)
+    if (*p == b) {
+      *p = b->next_deferred;
+      mori__counters.deferred--;
+      break;
+    }
+  for (mori_window *w = b->windows; w != NULL; w = w->next) w->life = MORI_LIFE_CLOSING;
+}
+
+int mori__block_claim_if_idle(mori_block *b) {
+  if (!b->freed || !block_idle(b)) return 0;
+  claim(b);
+  return 1;
+}
+
+int mori__block_freed(const void *base) {
+  for (const mori_block *b = deferred; b != NULL; b = b->next_deferred)
+    if (b->base == base) return 1;
+  return 0;
+}
+
+/* Under mori__lock, after the teardown ran: the windows become tombstones
+ * and the block struct goes. */
+static void finish_teardown(mori_block *b) {
+  while (b->windows != NULL) {
+    mori_window *w = b->windows;
+    b->windows = w->next;
+    w->next = NULL;
+    mori__window_strip(w);
+    w->block = NULL;
+    w->life = MORI_LIFE_CLOSED;
+    mori__counters.windows--;
+    if (w->refs == 0) bury(w);
+  }
+  mori_fsm_destroy(&b->fsm);
+  free(b);
+  pthread_cond_broadcast(&mori__cond);
+}
+
+int mori__block_teardown(mori_block *b) {
+  int first = 0;
+  char message[1024] = "";
+  /* b is claimed: no other thread reaches its windows' ledgers now. */
+  for (mori_window *w = b->windows; w != NULL; w = w->next) {
+    int rc = mori__window_teardown(w);
+    if (rc != 0 && first == 0) {
+      first = rc;
+      snprintf(message, sizeof message, "%s", mori_last_error());
+    }
+  }
+  (void)mori_hipSetDevice(b->device);
+  int rc = mori__unwind(&b->fsm, 0);
+  if (rc != 0 && first == 0) first = rc;
+  else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
+  MORI_LOG(MORI_LOG_INFO, -1, -1, "block %p torn down%s", b->base, first ? " (errors)" : "");
+  pthread_mutex_lock(&mori__lock);
+  finish_teardown(b);
+  pthread_mutex_unlock(&mori__lock);
+  return first;
+}
+
+int mori__teardown_deferred(void) {
+  int first = 0;
+  char message[1024] = "";
+  pthread_mutex_lock(&mori__lock);
+  while (deferred != NULL) {
+    mori_block *b = deferred;
+    /* Calls in progress are bounded by their timeouts; references are not
+     * waited for: at exit nothing will release them. */
+    if (!block_quiet(b)) {
+      pthread_cond_wait(&mori__cond, &mori__lock);
+      continue;
+    }
+    claim(b);
+    pthread_mutex_unlock(&mori__lock);
+    int rc = mori__block_teardown(b);
+    if (rc != 0 && first == 0) {
+      first = rc;
+      snprintf(message, sizeof message, "%s", mori_last_error());
+    }
+    pthread_mutex_lock(&mori__lock);
+  }
+  pthread_mutex_unlock(&mori__lock);
+  if (first != 0) mori__error(first, "%s", message);
+  return first;
+}
+
+/* ---- temporary references of calls in progress ---- */
+
+int mori__window_enter(const mori_window *cw, const char *op) {
+  mori_window *w = (mori_window *)cw;
+  pthread_mutex_lock(&mori__lock);
+  int rc = refuse(w, op);
+  if (rc == 0) w->busy++;
+  pthread_mutex_unlock(&mori__lock);
+  return rc;
+}
+
+/* The block of a window whose last holder just let go, claimed for
+ * teardown if its owner freed it; NULL otherwise.  Under mori__lock. */
+static mori_block *let_go(mori_window *w) {
+  mori_block *b = w->block;
+  if (w->busy == 0) pthread_cond_broadcast(&mori__cond);
+  return b != NULL && w->life == MORI_LIFE_OPEN && mori__block_claim_if_idle(b) ? b : NULL;
+}
+
+int mori__window_leave(const mori_window *cw, int rc) {
+  mori_window *w = (mori_window *)cw;
+  pthread_mutex_lock(&mori__lock);
+  w->busy--;
+  mori_block *b = let_go(w);
+  pthread_mutex_unlock(&mori__lock);
+  if (b != NULL) {
+    /* The call succeeded or failed on its own; the deferred teardown it
+     * happened to trigger goes to the log, not into its result. */
+    char message[1024];
+    snprintf(message, sizeof message, "%s", mori_last_error());
+    if (mori__block_teardown(b) != 0)
+      MORI_LOG(MORI_LOG_WARN, -1, -1, "deferred teardown: %s", mori_last_error());
+    mori__error(rc, "%s", message);
+  }
+  return rc;
+}
+
+/* ---- references ---- */
+
+int mori_window_retain(mori_window *w) {
+  pthread_mutex_lock(&mori__lock);
+  int rc = refuse(w, "mori_window_retain");
+  if (rc == 0) w->refs++;
+  pthread_mutex_unlock(&mori__lock);
+  return rc;
+}
+
+int mori_window_release(mori_window *w) {
+  mori_block *b = NULL;
+  int rc = 0;
+  pthread_mutex_lock(&mori__lock);
+  if (!registered(w)) {
+    rc = mori__error(MORI_ENOTFOUND, "mori_window_release: %p is not a mori-symm window",
+                     (void *)w);
+  } else if (w->refs == 0) {
+    /* Closing is a state: a release past the last reference is a bug in
+     * the caller, reported instead of undefined. */
+    rc = mori__error(MORI_ESTATE,
+                     "mori_window_release: window %ld (group %s) holds no reference (%s)", w->id,
+                     w->group,
+                     w->life == MORI_LIFE_CLOSED ? "released after its last release" : "no retain");
+  } else if (--w->refs == 0) {
+    if (w->life == MORI_LIFE_CLOSED)
+      bury(w);
+    else
+      b = let_go(w);
+  }
+  pthread_mutex_unlock(&mori__lock);
+  if (b != NULL) rc = mori__block_teardown(b);
+  return rc;
+}
