@@ -50,3 +50,9 @@ int mori_fi_delivered(int *senders, int max) {
 }
 
 int mori_fi_own_fds(void) { return count_int("mori_fi_preload_fds"); }
+
+int mori_fi_counts_get(mori_fi_counts *out) {
+  int (*fn)(mori_fi_counts *, size_t);
+  *(void **)&fn = preload_symbol("mori_fi_preload_counts");
+  return fn ? fn(out, sizeof *out) : -1;
+}

@@ -9,6 +9,7 @@
 int cli_demo(int argc, char **argv);
 int cli_probe(int argc, char **argv);
 int cli_cycles(int argc, char **argv);
+int cli_bench_sim(int argc, char **argv);
 double cli_now_us(void);
 size_t cli_parse_size(const char *s);
 /* The shim to use: the argument, else MORI_SYMM_SHIM, else "auto" when a

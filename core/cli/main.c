@@ -103,6 +103,7 @@ static const struct {
     {"probe", cli_probe, "per-device table: the handle type chosen and why"},
     {"demo", cli_demo, "N ranks: alloc, rendezvous, all-to-all, barriers, verify, teardown"},
     {"cycles", cli_cycles, "alloc/rendezvous/barrier/free repeated: fd, ledger, memory growth"},
+    {"bench-sim", cli_bench_sim, "per-rank store ops, datagrams, memops, syscalls vs world size"},
     {"replay", mori_fi_cli_replay, "TRACE [--profile ARCH[,QUIRK...]]: replay a shim trace on the sim"},
     {"fsm", cli_fsm, "--dot: the window state machine as a Graphviz diagram"},
 };

@@ -203,6 +203,16 @@ int mori_fi_delivered(int *senders, int max);
  * checks that count a process's fds subtract these. */
 int mori_fi_own_fds(void);
 
+/* What this process has called through the seam since the last reset (fork
+ * resets it): every call by mori_fi_call, and the datagrams that moved.  A
+ * program that measures its own cost (mori-symm bench-sim) reads it between
+ * steps.  0, or -1 if the shim is not loaded or comes from another build. */
+typedef struct mori_fi_counts {
+  long calls[MORI_FI_CALL__COUNT];
+  long datagrams_sent, datagrams_received;
+} mori_fi_counts;
+int mori_fi_counts_get(mori_fi_counts *out);
+
 #ifdef __cplusplus
 }
 #endif
