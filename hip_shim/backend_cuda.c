@@ -43,6 +43,16 @@ static struct {
   mori__cuMemGetInfo_v2_fn MemGetInfo;
   mori__cuStreamWriteValue32_v2_fn StreamWriteValue32;
   mori__cuStreamWaitValue32_v2_fn StreamWaitValue32;
+  mori__cuStreamCreate_fn StreamCreate;
+  mori__cuStreamDestroy_v2_fn StreamDestroy;
+  mori__cuStreamIsCapturing_fn StreamIsCapturing;
+  mori__cuEventCreate_fn EventCreate;
+  mori__cuEventRecord_fn EventRecord;
+  mori__cuEventQuery_fn EventQuery;
+  mori__cuEventSynchronize_fn EventSynchronize;
+  mori__cuEventDestroy_v2_fn EventDestroy;
+  mori__cuMemsetD8Async_fn MemsetD8Async;
+  mori__cuMemcpyAsync_fn MemcpyAsync;
 } cu;
 
 /* The versioned names are the ones cuda.h maps the plain names to; the
@@ -76,6 +86,16 @@ static const struct mori__gpu_symbol cu_symbols[] = {
     MORI_GPU_SYMBOL("cuMemGetInfo_v2", cu.MemGetInfo),
     MORI_GPU_SYMBOL("cuStreamWriteValue32_v2", cu.StreamWriteValue32),
     MORI_GPU_SYMBOL("cuStreamWaitValue32_v2", cu.StreamWaitValue32),
+    MORI_GPU_SYMBOL("cuStreamCreate", cu.StreamCreate),
+    MORI_GPU_SYMBOL("cuStreamDestroy_v2", cu.StreamDestroy),
+    MORI_GPU_SYMBOL("cuStreamIsCapturing", cu.StreamIsCapturing),
+    MORI_GPU_SYMBOL("cuEventCreate", cu.EventCreate),
+    MORI_GPU_SYMBOL("cuEventRecord", cu.EventRecord),
+    MORI_GPU_SYMBOL("cuEventQuery", cu.EventQuery),
+    MORI_GPU_SYMBOL("cuEventSynchronize", cu.EventSynchronize),
+    MORI_GPU_SYMBOL("cuEventDestroy_v2", cu.EventDestroy),
+    MORI_GPU_SYMBOL("cuMemsetD8Async", cu.MemsetD8Async),
+    MORI_GPU_SYMBOL("cuMemcpyAsync", cu.MemcpyAsync),
 };
 
 /* ---- errors: CUresult to the nearest hipError_t ---- */
@@ -148,6 +168,13 @@ static const struct pair wait_flags[] = {
     {hipStreamWaitValueAnd, MORI__CU_STREAM_WAIT_VALUE_AND},
     {hipStreamWaitValueNor, MORI__CU_STREAM_WAIT_VALUE_NOR}};
 static const struct pair write_flags[] = {{0, MORI__CU_STREAM_WRITE_VALUE_DEFAULT}};
+static const struct pair stream_flags[] = {
+    {hipStreamDefault, MORI__CU_STREAM_DEFAULT},
+    {hipStreamNonBlocking, MORI__CU_STREAM_NON_BLOCKING}};
+static const struct pair capture_status[] = {
+    {hipStreamCaptureStatusNone, MORI__CU_STREAM_CAPTURE_STATUS_NONE},
+    {hipStreamCaptureStatusActive, MORI__CU_STREAM_CAPTURE_STATUS_ACTIVE},
+    {hipStreamCaptureStatusInvalidated, MORI__CU_STREAM_CAPTURE_STATUS_INVALIDATED}};
 static const struct pair attributes[] = {
     {moriDeviceAttributeMultiprocessorCount, MORI__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
     {moriDeviceAttributeVirtualMemoryManagementSupported,
@@ -199,6 +226,7 @@ static hipError_t translate_prop(const char *call, const hipMemAllocationProp *i
 #define CU_HANDLE(h) ((mori__CUmemGenericAllocationHandle)(uintptr_t)(h))
 #define HIP_HANDLE(h) ((hipMemGenericAllocationHandle_t)(uintptr_t)(h))
 #define CU_STREAM(s) ((mori__CUstream)(void *)(s))
+#define CU_EVENT(e) ((mori__CUevent)(void *)(e))
 
 /* ---- contexts: the primary context of the thread's device ---- */
 
@@ -455,6 +483,88 @@ static hipError_t cuda_wait_value32(hipStream_t stream, void *ptr, uint32_t valu
   return e;
 }
 
+static hipError_t cuda_stream_create(hipStream_t *stream, unsigned int flags) {
+  unsigned int f = 0;
+  mori__CUstream s = NULL;
+  hipError_t e = translate("cuStreamCreate", "stream flags", TABLE(stream_flags), (int)flags, &f);
+  if (e == hipSuccess) e = current("cuStreamCreate");
+  if (e == hipSuccess) e = cu_check("cuStreamCreate", cu.StreamCreate(&s, f));
+  if (e == hipSuccess) *stream = (hipStream_t)(void *)s;
+  return e;
+}
+
+static hipError_t cuda_stream_destroy(hipStream_t stream) {
+  hipError_t e = current("cuStreamDestroy");
+  return e ? e : cu_check("cuStreamDestroy", cu.StreamDestroy(CU_STREAM(stream)));
+}
+
+/* The statuses have the same numbers; the table says so once. */
+static hipError_t cuda_stream_is_capturing(hipStream_t stream, hipStreamCaptureStatus *status) {
+  mori__CUstreamCaptureStatus s = 0;
+  hipError_t e = current("cuStreamIsCapturing");
+  if (e == hipSuccess) e = cu_check("cuStreamIsCapturing", cu.StreamIsCapturing(CU_STREAM(stream), &s));
+  for (size_t i = 0; e == hipSuccess && i < MORI_GPU_COUNT(capture_status); i++)
+    if ((unsigned)capture_status[i].cu == s) {
+      *status = (hipStreamCaptureStatus)capture_status[i].hip;
+      return hipSuccess;
+    }
+  if (e == hipSuccess) {
+    mori__shim_detail("cuStreamIsCapturing: unknown capture status %u", s);
+    e = hipErrorUnknown;
+  }
+  return e;
+}
+
+/* CU_EVENT_* have HIP's numbers for the flags both runtimes know. */
+static hipError_t cuda_event_create(hipEvent_t *event, unsigned int flags) {
+  mori__CUevent ev = NULL;
+  hipError_t e = current("cuEventCreate");
+  if (e == hipSuccess && (flags & ~(unsigned)(hipEventBlockingSync | hipEventDisableTiming))) {
+    mori__shim_detail("cuEventCreate: event flags 0x%x have no CUDA equivalent", flags);
+    e = hipErrorInvalidValue;
+  }
+  if (e == hipSuccess) e = cu_check("cuEventCreate", cu.EventCreate(&ev, flags));
+  if (e == hipSuccess) *event = (hipEvent_t)(void *)ev;
+  return e;
+}
+
+static hipError_t cuda_event_record(hipEvent_t event, hipStream_t stream) {
+  hipError_t e = current("cuEventRecord");
+  return e ? e : cu_check("cuEventRecord", cu.EventRecord(CU_EVENT(event), CU_STREAM(stream)));
+}
+
+/* CUDA_ERROR_NOT_READY maps to hipErrorNotReady: pending work, not a fault. */
+static hipError_t cuda_event_query(hipEvent_t event) {
+  hipError_t e = current("cuEventQuery");
+  return e ? e : cu_check("cuEventQuery", cu.EventQuery(CU_EVENT(event)));
+}
+
+static hipError_t cuda_event_sync(hipEvent_t event) {
+  hipError_t e = current("cuEventSynchronize");
+  return e ? e : cu_check("cuEventSynchronize", cu.EventSynchronize(CU_EVENT(event)));
+}
+
+static hipError_t cuda_event_destroy(hipEvent_t event) {
+  hipError_t e = current("cuEventDestroy");
+  return e ? e : cu_check("cuEventDestroy", cu.EventDestroy(CU_EVENT(event)));
+}
+
+static hipError_t cuda_memset_async(void *dst, int value, size_t size, hipStream_t stream) {
+  hipError_t e = current("cuMemsetD8Async");
+  return e ? e
+           : cu_check("cuMemsetD8Async", cu.MemsetD8Async(DPTR(dst), (unsigned char)value, size,
+                                                          CU_STREAM(stream)));
+}
+
+/* Unified addressing: the driver infers the direction, as for cuMemcpy. */
+static hipError_t cuda_memcpy_async(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                                    hipStream_t stream) {
+  hipError_t e = current("cuMemcpyAsync");
+  return e ? e
+           : cu_check("cuMemcpyAsync",
+                      cu.MemcpyAsync(DPTR(dst), DPTR(src), size, CU_STREAM(stream)));
+}
+
 static hipError_t cuda_device_attribute(int *value, hipDeviceAttribute_t attr, int device) {
   unsigned int a = 0;
   mori__CUdevice dev;
@@ -538,6 +648,16 @@ const struct mori__shim_backend mori__shim_cuda = {
     .write_value32 = cuda_write_value32,
     .wait_value32 = cuda_wait_value32,
     .device_attribute = cuda_device_attribute,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_is_capturing = cuda_stream_is_capturing,
+    .event_create = cuda_event_create,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
+    .event_destroy = cuda_event_destroy,
+    .memset_async = cuda_memset_async,
+    .memcpy_async = cuda_memcpy_async,
     .clear_last_error = NULL, /* the driver keeps no per-thread sticky error */
     .runtime_version = cuda_runtime_version,
 };

@@ -50,6 +50,16 @@ static struct {
   hipError_t (*StreamWaitValue32)(hipStream_t, void *, uint32_t, unsigned int, uint32_t);
   hipError_t (*GetDeviceProperties)(void *props, int device);
   hipError_t (*DeviceGetPCIBusId)(char *id, int len, int device);
+  hipError_t (*StreamCreateWithFlags)(hipStream_t *, unsigned int);
+  hipError_t (*StreamDestroy)(hipStream_t);
+  hipError_t (*StreamIsCapturing)(hipStream_t, hipStreamCaptureStatus *);
+  hipError_t (*EventCreateWithFlags)(hipEvent_t *, unsigned int);
+  hipError_t (*EventRecord)(hipEvent_t, hipStream_t);
+  hipError_t (*EventQuery)(hipEvent_t);
+  hipError_t (*EventSynchronize)(hipEvent_t);
+  hipError_t (*EventDestroy)(hipEvent_t);
+  hipError_t (*MemsetAsync)(void *, int, size_t, hipStream_t);
+  hipError_t (*MemcpyAsync)(void *, const void *, size_t, hipMemcpyKind, hipStream_t);
 } hip;
 
 static const struct mori__gpu_symbol hip_symbols[] = {
@@ -82,6 +92,16 @@ static const struct mori__gpu_symbol hip_symbols[] = {
     MORI_GPU_SYMBOL("hipStreamWaitValue32", hip.StreamWaitValue32),
     MORI_GPU_SYMBOL("hipGetDevicePropertiesR0600", hip.GetDeviceProperties),
     MORI_GPU_SYMBOL("hipDeviceGetPCIBusId", hip.DeviceGetPCIBusId),
+    MORI_GPU_SYMBOL("hipStreamCreateWithFlags", hip.StreamCreateWithFlags),
+    MORI_GPU_SYMBOL("hipStreamDestroy", hip.StreamDestroy),
+    MORI_GPU_SYMBOL("hipStreamIsCapturing", hip.StreamIsCapturing),
+    MORI_GPU_SYMBOL("hipEventCreateWithFlags", hip.EventCreateWithFlags),
+    MORI_GPU_SYMBOL("hipEventRecord", hip.EventRecord),
+    MORI_GPU_SYMBOL("hipEventQuery", hip.EventQuery),
+    MORI_GPU_SYMBOL("hipEventSynchronize", hip.EventSynchronize),
+    MORI_GPU_SYMBOL("hipEventDestroy", hip.EventDestroy),
+    MORI_GPU_SYMBOL("hipMemsetAsync", hip.MemsetAsync),
+    MORI_GPU_SYMBOL("hipMemcpyAsync", hip.MemcpyAsync),
 };
 
 static int runtime_version; /* from hipRuntimeGetVersion at bring-up */
@@ -194,6 +214,37 @@ static hipError_t hip_write_value32(hipStream_t stream, void *ptr, uint32_t valu
 static hipError_t hip_wait_value32(hipStream_t stream, void *ptr, uint32_t value,
                                    unsigned int flags, uint32_t mask) {
   return HIP_CALL(StreamWaitValue32, (stream, ptr, value, flags, mask));
+}
+
+static hipError_t hip_stream_create(hipStream_t *stream, unsigned int flags) {
+  return HIP_CALL(StreamCreateWithFlags, (stream, flags));
+}
+
+static hipError_t hip_stream_destroy(hipStream_t stream) { return HIP_CALL(StreamDestroy, (stream)); }
+
+static hipError_t hip_stream_is_capturing(hipStream_t stream, hipStreamCaptureStatus *status) {
+  return HIP_CALL(StreamIsCapturing, (stream, status));
+}
+
+static hipError_t hip_event_create(hipEvent_t *event, unsigned int flags) {
+  return HIP_CALL(EventCreateWithFlags, (event, flags));
+}
+
+static hipError_t hip_event_record(hipEvent_t event, hipStream_t stream) {
+  return HIP_CALL(EventRecord, (event, stream));
+}
+
+static hipError_t hip_event_query(hipEvent_t event) { return HIP_CALL(EventQuery, (event)); }
+static hipError_t hip_event_sync(hipEvent_t event) { return HIP_CALL(EventSynchronize, (event)); }
+static hipError_t hip_event_destroy(hipEvent_t event) { return HIP_CALL(EventDestroy, (event)); }
+
+static hipError_t hip_memset_async(void *dst, int value, size_t size, hipStream_t stream) {
+  return HIP_CALL(MemsetAsync, (dst, value, size, stream));
+}
+
+static hipError_t hip_memcpy_async(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                                   hipStream_t stream) {
+  return HIP_CALL(MemcpyAsync, (dst, src, size, kind, stream));
 }
 
 static hipError_t hip_clear_last_error(void) { return hip.GetLastError(); }
@@ -387,6 +438,16 @@ const struct mori__shim_backend mori__shim_hip = {
     .write_value32 = hip_write_value32,
     .wait_value32 = hip_wait_value32,
     .device_attribute = hip_device_attribute,
+    .stream_create = hip_stream_create,
+    .stream_destroy = hip_stream_destroy,
+    .stream_is_capturing = hip_stream_is_capturing,
+    .event_create = hip_event_create,
+    .event_record = hip_event_record,
+    .event_query = hip_event_query,
+    .event_sync = hip_event_sync,
+    .event_destroy = hip_event_destroy,
+    .memset_async = hip_memset_async,
+    .memcpy_async = hip_memcpy_async,
     .clear_last_error = hip_clear_last_error,
     .runtime_version = hip_runtime_version,
 };

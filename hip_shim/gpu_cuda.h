@@ -17,6 +17,8 @@ typedef unsigned long long mori__CUdeviceptr;
 typedef unsigned long long mori__CUmemGenericAllocationHandle;
 typedef struct CUctx_st *mori__CUcontext;
 typedef struct CUstream_st *mori__CUstream;
+typedef struct CUevent_st *mori__CUevent;
+typedef unsigned int mori__CUstreamCaptureStatus;
 typedef unsigned int mori__CUdevice_attribute;
 typedef unsigned int mori__CUmemAllocationHandleType;
 typedef unsigned int mori__CUmemAllocationGranularity_flags;
@@ -69,6 +71,14 @@ enum {
   MORI__CU_STREAM_WAIT_VALUE_AND = 0x2,
   MORI__CU_STREAM_WAIT_VALUE_NOR = 0x3,
   MORI__CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,
+  MORI__CU_STREAM_DEFAULT = 0x0,
+  MORI__CU_STREAM_NON_BLOCKING = 0x1,
+  MORI__CU_EVENT_DEFAULT = 0x0,
+  MORI__CU_EVENT_BLOCKING_SYNC = 0x1,
+  MORI__CU_EVENT_DISABLE_TIMING = 0x2,
+  MORI__CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  MORI__CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  MORI__CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
   MORI__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   MORI__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
   MORI__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
@@ -102,7 +112,20 @@ typedef struct mori__CUmemAllocationProp {
 typedef struct mori__CUmemAccessDesc {
   mori__CUmemLocation location;
   unsigned int flags; /* CUmemAccess_flags */
-} mori__CUmemAccessDesc;
+} mori__CUmemAccessDesc;typedef mori__CUresult (*mori__cuStreamCreate_fn)(mori__CUstream *stream, unsigned int flags);
+typedef mori__CUresult (*mori__cuStreamDestroy_v2_fn)(mori__CUstream stream);
+typedef mori__CUresult (*mori__cuStreamIsCapturing_fn)(mori__CUstream stream,
+                                                      mori__CUstreamCaptureStatus *status);
+typedef mori__CUresult (*mori__cuEventCreate_fn)(mori__CUevent *event, unsigned int flags);
+typedef mori__CUresult (*mori__cuEventRecord_fn)(mori__CUevent event, mori__CUstream stream);
+typedef mori__CUresult (*mori__cuEventQuery_fn)(mori__CUevent event);
+typedef mori__CUresult (*mori__cuEventSynchronize_fn)(mori__CUevent event);
+typedef mori__CUresult (*mori__cuEventDestroy_v2_fn)(mori__CUevent event);
+typedef mori__CUresult (*mori__cuMemsetD8Async_fn)(mori__CUdeviceptr dst, unsigned char value,
+                                                  size_t count, mori__CUstream stream);
+typedef mori__CUresult (*mori__cuMemcpyAsync_fn)(mori__CUdeviceptr dst, mori__CUdeviceptr src,
+                                                size_t size, mori__CUstream stream);
+
 #endif
 
 #define MORI__CU_FABRIC_HANDLE_SIZE 64
@@ -160,5 +183,18 @@ typedef mori__CUresult (*mori__cuStreamWriteValue32_v2_fn)(mori__CUstream stream
 typedef mori__CUresult (*mori__cuStreamWaitValue32_v2_fn)(mori__CUstream stream,
                                                          mori__CUdeviceptr addr,
                                                          unsigned int value, unsigned int flags);
+typedef mori__CUresult (*mori__cuStreamCreate_fn)(mori__CUstream *stream, unsigned int flags);
+typedef mori__CUresult (*mori__cuStreamDestroy_v2_fn)(mori__CUstream stream);
+typedef mori__CUresult (*mori__cuStreamIsCapturing_fn)(mori__CUstream stream,
+                                                      mori__CUstreamCaptureStatus *status);
+typedef mori__CUresult (*mori__cuEventCreate_fn)(mori__CUevent *event, unsigned int flags);
+typedef mori__CUresult (*mori__cuEventRecord_fn)(mori__CUevent event, mori__CUstream stream);
+typedef mori__CUresult (*mori__cuEventQuery_fn)(mori__CUevent event);
+typedef mori__CUresult (*mori__cuEventSynchronize_fn)(mori__CUevent event);
+typedef mori__CUresult (*mori__cuEventDestroy_v2_fn)(mori__CUevent event);
+typedef mori__CUresult (*mori__cuMemsetD8Async_fn)(mori__CUdeviceptr dst, unsigned char value,
+                                                  size_t count, mori__CUstream stream);
+typedef mori__CUresult (*mori__cuMemcpyAsync_fn)(mori__CUdeviceptr dst, mori__CUdeviceptr src,
+                                                size_t size, mori__CUstream stream);
 
 #endif

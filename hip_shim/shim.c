@@ -413,6 +413,57 @@ hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int
   return leave("hipDeviceGetAttribute", B->device_attribute(value, attr, device));
 }
 
+hipError_t mori_hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+  ENTER("hipStreamCreateWithFlags", stream_create);
+  return leave("hipStreamCreateWithFlags", B->stream_create(stream, flags));
+}
+
+hipError_t mori_hipStreamDestroy(hipStream_t stream) {
+  ENTER("hipStreamDestroy", stream_destroy);
+  return leave("hipStreamDestroy", B->stream_destroy(stream));
+}
+
+hipError_t mori_hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status) {
+  ENTER("hipStreamIsCapturing", stream_is_capturing);
+  return leave("hipStreamIsCapturing", B->stream_is_capturing(stream, status));
+}
+
+hipError_t mori_hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
+  ENTER("hipEventCreateWithFlags", event_create);
+  return leave("hipEventCreateWithFlags", B->event_create(event, flags));
+}
+
+hipError_t mori_hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  ENTER("hipEventRecord", event_record);
+  return leave("hipEventRecord", B->event_record(event, stream));
+}
+
+hipError_t mori_hipEventQuery(hipEvent_t event) {
+  ENTER("hipEventQuery", event_query);
+  return leave("hipEventQuery", B->event_query(event));
+}
+
+hipError_t mori_hipEventSynchronize(hipEvent_t event) {
+  ENTER("hipEventSynchronize", event_sync);
+  return leave("hipEventSynchronize", B->event_sync(event));
+}
+
+hipError_t mori_hipEventDestroy(hipEvent_t event) {
+  ENTER("hipEventDestroy", event_destroy);
+  return leave("hipEventDestroy", B->event_destroy(event));
+}
+
+hipError_t mori_hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream) {
+  ENTER("hipMemsetAsync", memset_async);
+  return leave("hipMemsetAsync", B->memset_async(dst, value, size, stream));
+}
+
+hipError_t mori_hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                               hipStream_t stream) {
+  ENTER("hipMemcpyAsync", memcpy_async);
+  return leave("hipMemcpyAsync", B->memcpy_async(dst, src, size, kind, stream));
+}
+
 hipError_t mori_hipRuntimeGetVersion(int *version) {
   ENTER("hipRuntimeGetVersion", runtime_version);
   return leave("hipRuntimeGetVersion", B->runtime_version(version));
@@ -434,6 +485,36 @@ int mori_shim_runtime_version(void) {
   if (b == NULL || b->runtime_version(&v) != hipSuccess) return 0;
   return v;
 }
+
+/* ---- sim only: capture and replay ---- */
+
+/* The sim's capture calls are test controls, not HIP calls: they pass no
+ * fault shim and need the sim to be the active backend. */
+static int sim_active(const char *call) {
+  const struct mori__shim_backend *b = backend();
+  detail_set = 0;
+  if (b == &mori__shim_sim) return 1;
+  mori__shim_detail("%s: only the sim backend captures streams (active: %s)", call,
+                    b ? b->name : "none");
+  return 0;
+}
+
+hipError_t mori_sim_begin_capture(hipStream_t stream) {
+  if (!sim_active("mori_sim_begin_capture")) return hipErrorNotSupported;
+  return leave("mori_sim_begin_capture", mori__sim_begin_capture(stream));
+}
+
+hipError_t mori_sim_end_capture(hipStream_t stream, mori_sim_graph **graph) {
+  if (!sim_active("mori_sim_end_capture")) return hipErrorNotSupported;
+  return leave("mori_sim_end_capture", mori__sim_end_capture(stream, graph));
+}
+
+hipError_t mori_sim_graph_launch(const mori_sim_graph *graph, hipStream_t stream) {
+  if (!sim_active("mori_sim_graph_launch")) return hipErrorNotSupported;
+  return leave("mori_sim_graph_launch", mori__sim_graph_launch(graph, stream));
+}
+
+void mori_sim_graph_destroy(mori_sim_graph *graph) { mori__sim_graph_destroy(graph); }
 
 /* ---- the OS calls ---- */
 

@@ -50,6 +50,17 @@ struct mori__shim_backend {
   hipError_t (*wait_value32)(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags,
                              uint32_t mask);
   hipError_t (*device_attribute)(int *value, hipDeviceAttribute_t attr, int device);
+  hipError_t (*stream_create)(hipStream_t *stream, unsigned int flags);
+  hipError_t (*stream_destroy)(hipStream_t stream);
+  hipError_t (*stream_is_capturing)(hipStream_t stream, hipStreamCaptureStatus *status);
+  hipError_t (*event_create)(hipEvent_t *event, unsigned int flags);
+  hipError_t (*event_record)(hipEvent_t event, hipStream_t stream);
+  hipError_t (*event_query)(hipEvent_t event);
+  hipError_t (*event_sync)(hipEvent_t event);
+  hipError_t (*event_destroy)(hipEvent_t event);
+  hipError_t (*memset_async)(void *dst, int value, size_t size, hipStream_t stream);
+  hipError_t (*memcpy_async)(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                             hipStream_t stream);
   /* Clears the runtime's own sticky error; may be NULL. */
   hipError_t (*clear_last_error)(void);
   hipError_t (*runtime_version)(int *version);
@@ -58,6 +69,14 @@ struct mori__shim_backend {
 extern const struct mori__shim_backend mori__shim_sim;
 extern const struct mori__shim_backend mori__shim_cuda;
 extern const struct mori__shim_backend mori__shim_hip;
+
+/* The sim's capture and replay (sim_stream.c), behind mori_sim_*. */
+#define MORI__SHIM_HIDDEN __attribute__((visibility("hidden")))
+hipError_t mori__sim_begin_capture(hipStream_t stream) MORI__SHIM_HIDDEN;
+hipError_t mori__sim_end_capture(hipStream_t stream, mori_sim_graph **graph) MORI__SHIM_HIDDEN;
+hipError_t mori__sim_graph_launch(const mori_sim_graph *graph,
+                                  hipStream_t stream) MORI__SHIM_HIDDEN;
+void mori__sim_graph_destroy(mori_sim_graph *graph) MORI__SHIM_HIDDEN;
 
 /* Sets the thread-local detail message of the current call (printf-style). */
 void mori__shim_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

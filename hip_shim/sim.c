@@ -40,7 +40,7 @@ static const struct {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-struct mori__sim_config mori__sim_config = {DEFAULT_PROFILE, 0, 8, 30000};
+struct mori__sim_config mori__sim_config = {DEFAULT_PROFILE, 0, 8, 30000, 0};
 pthread_mutex_t mori__sim_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- contract rules ---- */
@@ -76,6 +76,10 @@ static const char *const rules[RULE_COUNT] = {
     [RULE_WAIT_FLAGS] = "flags must be Gte, Eq, And or Nor",
     [RULE_GRANULARITY_OPTION] = "option must be Minimum or Recommended",
     [RULE_ATTRIBUTE] = "unknown device attribute",
+    [RULE_UNKNOWN_STREAM] = "unknown or destroyed stream",
+    [RULE_UNKNOWN_EVENT] = "unknown or destroyed event",
+    [RULE_STREAM_FLAGS] = "stream flags must be hipStreamDefault or hipStreamNonBlocking",
+    [RULE_CAPTURE] = "not permitted on a stream in capture (or capture misused)",
 };
 
 hipError_t mori__sim_contract(const char *call, enum mori__sim_rule rule, const char *fmt, ...) {
@@ -159,6 +163,21 @@ static int parse_long(const char *name, long lo, long hi, long dflt, long *out, 
   return 0;
 }
 
+/* MORI_SIM_STREAMS: sync (operations run when enqueued) or async (a worker
+ * per stream, as a GPU queue). */
+static int parse_streams(const char *v, struct mori__sim_config *c, char *why, size_t whylen) {
+  if (v == NULL || *v == '\0' || strcmp(v, "sync") == 0) {
+    c->async_streams = 0;
+    return 0;
+  }
+  if (strcmp(v, "async") == 0) {
+    c->async_streams = 1;
+    return 0;
+  }
+  snprintf(why, whylen, "MORI_SIM_STREAMS=%s: expected sync or async", v);
+  return -1;
+}
+
 static void atfork_prepare(void) { pthread_mutex_lock(&mori__sim_lock); }
 static void atfork_release(void) { pthread_mutex_unlock(&mori__sim_lock); }
 static void install_atfork(void) {
@@ -173,6 +192,7 @@ static int sim_init(char *why, size_t whylen) {
   long devices;
   if (parse_arch(getenv("MORI_SIM_ARCH"), &c, why, whylen) != 0 ||
       parse_quirks(getenv("MORI_SIM_QUIRKS"), &c, why, whylen) != 0 ||
+      parse_streams(getenv("MORI_SIM_STREAMS"), &c, why, whylen) != 0 ||
       parse_long("MORI_SIM_DEVICES", 1, 1024, 8, &devices, why, whylen) != 0 ||
       parse_long("MORI_SIM_WAIT_TIMEOUT_MS", 0, 86400000L, 30000, &c.wait_timeout_ms, why,
                  whylen) != 0)
@@ -213,11 +233,6 @@ static hipError_t sim_device_count(int *count) {
   *count = mori__sim_config.devices;
   return hipSuccess;
 }
-
-/* The sim runs every operation when it is called, so there is never
- * anything to wait for. */
-static hipError_t sim_device_sync(void) { return hipSuccess; }
-static hipError_t sim_stream_sync(hipStream_t stream) { return hipSuccess; }
 
 static int attr_multiprocessors(int device) { return mori__sim_config.profile->cu_count; }
 static int attr_vmm(int device) { return 1; }
@@ -324,20 +339,10 @@ static hipError_t memset_locked(void *dst, size_t size) {
   return mori__sim_check_access(call, dst, size, 1);
 }
 
-/* The checks hold the lock; the copy itself does not, as a DMA engine
- * would not stop other calls. */
-static hipError_t sim_memcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
-  pthread_mutex_lock(&mori__sim_lock);
-  hipError_t e = memcpy_locked(dst, src, size, kind);
-  pthread_mutex_unlock(&mori__sim_lock);
-  if (e == hipSuccess && size) memmove(dst, src, size);
-  return e;
-}
-
 /* Zeroing whole pages of a shared memfd mapping punches a hole instead of
  * writing: the pages read back as zeros and stop using memory.  Most of a
  * fault sweep's time was the zeroing of fresh 2 MiB blocks page by page. */
-static void fill(void *dst, int value, size_t size) {
+void mori__sim_fill(void *dst, int value, size_t size) {
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   uintptr_t lo = ((uintptr_t)dst + page - 1) & ~(page - 1);
   uintptr_t hi = ((uintptr_t)dst + size) & ~(page - 1);
@@ -349,12 +354,43 @@ static void fill(void *dst, int value, size_t size) {
   memset((void *)hi, 0, (uintptr_t)dst + size - hi);
 }
 
+/* The checks hold the lock; the copy itself does not, as a DMA engine
+ * would not stop other calls.  A synchronous copy or fill first waits for
+ * the blocking streams' work, as the legacy default stream orders it. */
+static hipError_t sim_memcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = memcpy_locked(dst, src, size, kind);
+  pthread_mutex_unlock(&mori__sim_lock);
+  if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemcpy");
+  if (e == hipSuccess && size) memmove(dst, src, size);
+  return e;
+}
+
 static hipError_t sim_memset(void *dst, int value, size_t size) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = memset_locked(dst, size);
   pthread_mutex_unlock(&mori__sim_lock);
-  if (e == hipSuccess && size) fill(dst, value, size);
+  if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemset");
+  if (e == hipSuccess && size) mori__sim_fill(dst, value, size);
   return e;
+}
+
+static hipError_t sim_memcpy_async(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                                   hipStream_t stream) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = memcpy_locked(dst, src, size, kind);
+  pthread_mutex_unlock(&mori__sim_lock);
+  struct mori__sim_op op = {.kind = MORI__SIM_OP_COPY, .dst = dst, .src = src, .size = size};
+  return e != hipSuccess || size == 0 ? e : mori__sim_enqueue("hipMemcpyAsync", stream, &op);
+}
+
+static hipError_t sim_memset_async(void *dst, int value, size_t size, hipStream_t stream) {
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = memset_locked(dst, size);
+  pthread_mutex_unlock(&mori__sim_lock);
+  struct mori__sim_op op = {
+      .kind = MORI__SIM_OP_FILL, .dst = dst, .value = (uint32_t)value, .size = size};
+  return e != hipSuccess || size == 0 ? e : mori__sim_enqueue("hipMemsetAsync", stream, &op);
 }
 
 static hipError_t sim_malloc(void **ptr, size_t size) {
@@ -388,7 +424,7 @@ static hipError_t sim_free(void *ptr) {
   return e;
 }
 
-/* ---- stream memory operations: atomics, and a bounded spin for waits ---- */
+/* ---- stream memory operations: checked here, run by sim_stream.c ---- */
 
 static hipError_t check_memop(const char *call, void *ptr, int need_write) {
   if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
@@ -404,64 +440,19 @@ static hipError_t sim_write_value32(hipStream_t stream, void *ptr, uint32_t valu
   static const char call[] = "hipStreamWriteValue32";
   if (flags != 0) return mori__sim_contract(call, RULE_FLAGS_ZERO, "got %u", flags);
   hipError_t e = check_memop(call, ptr, 1);
-  if (e == hipSuccess) __atomic_store_n((uint32_t *)ptr, value, __ATOMIC_RELEASE);
-  return e;
-}
-
-/* HIP's conditions: the mask applies to the memory word (and, for Nor, to
- * the value too). */
-static int wait_gte(uint32_t m, uint32_t v, uint32_t mask) { return (m & mask) >= v; }
-static int wait_eq(uint32_t m, uint32_t v, uint32_t mask) { return (m & mask) == v; }
-static int wait_and(uint32_t m, uint32_t v, uint32_t mask) { return ((m & mask) & v) != 0; }
-static int wait_nor(uint32_t m, uint32_t v, uint32_t mask) {
-  return ~((m & mask) | (v & mask)) != 0;
-}
-
-static const struct {
-  const char *op;
-  int (*met)(uint32_t mem, uint32_t value, uint32_t mask);
-} wait_ops[] = {
-    [hipStreamWaitValueGte] = {">=", wait_gte},
-    [hipStreamWaitValueEq] = {"==", wait_eq},
-    [hipStreamWaitValueAnd] = {"&", wait_and},
-    [hipStreamWaitValueNor] = {"nor", wait_nor},
-};
-
-static long elapsed_ms(const struct timespec *since) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (now.tv_sec - since->tv_sec) * 1000L + (now.tv_nsec - since->tv_nsec) / 1000000L;
-}
-
-/* Spins briefly (a peer usually answers within microseconds), then sleeps
- * with doubling pauses up to 1 ms so that 16 waiting ranks on 2 cores still
- * leave the writers room to run. */
-static int spin_until(const uint32_t *p, uint32_t value, unsigned flags, uint32_t mask,
-                      uint32_t *last) {
-  struct timespec start, pause = {0, 1000};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (unsigned spin = 0;; spin++) {
-    *last = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    if (wait_ops[flags].met(*last, value, mask)) return 0;
-    if (spin < 64) continue;
-    if (elapsed_ms(&start) >= mori__sim_config.wait_timeout_ms) return -1;
-    nanosleep(&pause, NULL);
-    if (pause.tv_nsec < 1000000) pause.tv_nsec *= 2;
-  }
+  struct mori__sim_op op = {.kind = MORI__SIM_OP_WRITE, .dst = ptr, .value = value};
+  return e != hipSuccess ? e : mori__sim_enqueue(call, stream, &op);
 }
 
 static hipError_t sim_wait_value32(hipStream_t stream, void *ptr, uint32_t value,
                                    unsigned int flags, uint32_t mask) {
   static const char call[] = "hipStreamWaitValue32";
-  if (flags >= COUNT(wait_ops)) return mori__sim_contract(call, RULE_WAIT_FLAGS, "got %u", flags);
+  if (!mori__sim_wait_flags_valid(flags))
+    return mori__sim_contract(call, RULE_WAIT_FLAGS, "got %u", flags);
   hipError_t e = check_memop(call, ptr, 0);
-  uint32_t last;
-  if (e != hipSuccess || spin_until(ptr, value, flags, mask, &last) == 0) return e;
-  mori__shim_detail("%s: hipErrorLaunchTimeOut: (*%p & 0x%x) %s 0x%x still false after %ld ms "
-                    "(last value 0x%x; MORI_SIM_WAIT_TIMEOUT_MS)",
-                    call, ptr, mask, wait_ops[flags].op, value, mori__sim_config.wait_timeout_ms,
-                    last);
-  return hipErrorLaunchTimeOut;
+  struct mori__sim_op op = {
+      .kind = MORI__SIM_OP_WAIT, .dst = ptr, .value = value, .flags = flags, .mask = mask};
+  return e != hipSuccess ? e : mori__sim_enqueue(call, stream, &op);
 }
 
 const struct mori__shim_backend mori__shim_sim = {
@@ -486,11 +477,21 @@ const struct mori__shim_backend mori__shim_sim = {
     .get_device = sim_get_device,
     .set_device = sim_set_device,
     .device_count = sim_device_count,
-    .device_sync = sim_device_sync,
-    .stream_sync = sim_stream_sync,
+    .device_sync = mori__sim_device_sync,
+    .stream_sync = mori__sim_stream_sync,
     .write_value32 = sim_write_value32,
     .wait_value32 = sim_wait_value32,
     .device_attribute = sim_device_attribute,
+    .stream_create = mori__sim_stream_create,
+    .stream_destroy = mori__sim_stream_destroy,
+    .stream_is_capturing = mori__sim_stream_is_capturing,
+    .event_create = mori__sim_event_create,
+    .event_record = mori__sim_event_record,
+    .event_query = mori__sim_event_query,
+    .event_sync = mori__sim_event_sync,
+    .event_destroy = mori__sim_event_destroy,
+    .memset_async = sim_memset_async,
+    .memcpy_async = sim_memcpy_async,
     .clear_last_error = NULL, /* the sim keeps no sticky error of its own */
     .runtime_version = sim_runtime_version,
 };

@@ -41,6 +41,7 @@ struct mori__sim_config {
   unsigned quirks;
   int devices;
   long wait_timeout_ms;
+  int async_streams; /* MORI_SIM_STREAMS=async: a worker thread per stream */
 };
 
 extern struct mori__sim_config mori__sim_config MORI__SIM_HIDDEN;
@@ -85,6 +86,10 @@ enum mori__sim_rule {
   RULE_WAIT_FLAGS,
   RULE_GRANULARITY_OPTION,
   RULE_ATTRIBUTE,
+  RULE_UNKNOWN_STREAM,
+  RULE_UNKNOWN_EVENT,
+  RULE_STREAM_FLAGS,
+  RULE_CAPTURE,
   RULE_COUNT
 };
 
@@ -133,6 +138,47 @@ hipError_t mori__sim_check_access(const char *call, const void *p, size_t n,
 int mori__sim_touches_fabric(const void *p, size_t n) MORI__SIM_HIDDEN;
 /* Whether [p, p + n) overlaps a reservation (hipFree must refuse those). */
 int mori__sim_in_reservation(const void *p, size_t n) MORI__SIM_HIDDEN;
+/* Sets [dst, dst + size) to value (whole pages of shared memory by punching
+ * a hole).  No checks: the caller has made them. */
+void mori__sim_fill(void *dst, int value, size_t size) MORI__SIM_HIDDEN;
+
+/* ---- streams and events (sim_stream.c) ---- */
+
+/* A stream memory operation, a fill or a copy, as a stream runs it. */
+enum mori__sim_op_kind { MORI__SIM_OP_WRITE, MORI__SIM_OP_WAIT, MORI__SIM_OP_FILL, MORI__SIM_OP_COPY };
+struct mori__sim_op {
+  enum mori__sim_op_kind kind;
+  void *dst;
+  const void *src;
+  size_t size;
+  uint32_t value, mask; /* write: value; wait: condition flags, value, mask */
+  unsigned flags;
+};
+/* Runs op on stream (its checks already passed): at once on the caller's
+ * thread in sync mode, after the stream's earlier work in async mode, into
+ * the graph while the stream captures. */
+hipError_t mori__sim_enqueue(const char *call, hipStream_t stream,
+                             const struct mori__sim_op *op) MORI__SIM_HIDDEN;
+/* What a synchronous copy or fill on the legacy default stream waits for in
+ * async mode: every blocking stream's earlier work. */
+hipError_t mori__sim_legacy_sync(const char *call) MORI__SIM_HIDDEN;
+/* The wait conditions of hipStreamWaitValue32; 0 for flags outside them. */
+int mori__sim_wait_flags_valid(unsigned flags) MORI__SIM_HIDDEN;
+
+hipError_t mori__sim_stream_create(hipStream_t *stream, unsigned int flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_stream_destroy(hipStream_t stream) MORI__SIM_HIDDEN;
+hipError_t mori__sim_stream_sync(hipStream_t stream) MORI__SIM_HIDDEN;
+hipError_t mori__sim_device_sync(void) MORI__SIM_HIDDEN;
+hipError_t mori__sim_stream_is_capturing(hipStream_t stream,
+                                         hipStreamCaptureStatus *status) MORI__SIM_HIDDEN;
+hipError_t mori__sim_event_create(hipEvent_t *event, unsigned int flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_event_record(hipEvent_t event, hipStream_t stream) MORI__SIM_HIDDEN;
+hipError_t mori__sim_event_query(hipEvent_t event) MORI__SIM_HIDDEN;
+hipError_t mori__sim_event_sync(hipEvent_t event) MORI__SIM_HIDDEN;
+hipError_t mori__sim_event_destroy(hipEvent_t event) MORI__SIM_HIDDEN;
+/* Drops the streams' workers in a forked child (they did not survive). */
+void mori__sim_streams_atfork_child(void) MORI__SIM_HIDDEN;
+
 /* Bytes of physical memory still alive (held by a handle or a mapping);
  * caller holds mori__sim_lock. */
 size_t mori__sim_live_bytes(void) MORI__SIM_HIDDEN;

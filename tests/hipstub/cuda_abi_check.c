@@ -21,6 +21,9 @@ _Static_assert(__builtin_types_compatible_p(mori__CUmemGenericAllocationHandle,
                "CUmemGenericAllocationHandle");
 _Static_assert(__builtin_types_compatible_p(mori__CUcontext, CUcontext), "CUcontext");
 _Static_assert(__builtin_types_compatible_p(mori__CUstream, CUstream), "CUstream");
+_Static_assert(__builtin_types_compatible_p(mori__CUevent, CUevent), "CUevent");
+_Static_assert(sizeof(mori__CUstreamCaptureStatus) == sizeof(CUstreamCaptureStatus),
+               "CUstreamCaptureStatus");
 _Static_assert(__builtin_types_compatible_p(mori__CUdevice_attribute, CUdevice_attribute),
                "CUdevice_attribute");
 _Static_assert(__builtin_types_compatible_p(mori__CUmemAllocationHandleType,
@@ -96,6 +99,14 @@ SAME_VALUE(CU_STREAM_WAIT_VALUE_EQ);
 SAME_VALUE(CU_STREAM_WAIT_VALUE_AND);
 SAME_VALUE(CU_STREAM_WAIT_VALUE_NOR);
 SAME_VALUE(CU_STREAM_WRITE_VALUE_DEFAULT);
+SAME_VALUE(CU_STREAM_DEFAULT);
+SAME_VALUE(CU_STREAM_NON_BLOCKING);
+SAME_VALUE(CU_EVENT_DEFAULT);
+SAME_VALUE(CU_EVENT_BLOCKING_SYNC);
+SAME_VALUE(CU_EVENT_DISABLE_TIMING);
+SAME_VALUE(CU_STREAM_CAPTURE_STATUS_NONE);
+SAME_VALUE(CU_STREAM_CAPTURE_STATUS_ACTIVE);
+SAME_VALUE(CU_STREAM_CAPTURE_STATUS_INVALIDATED);
 SAME_VALUE(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 SAME_VALUE(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
 SAME_VALUE(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);

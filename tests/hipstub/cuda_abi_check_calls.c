@@ -26,6 +26,12 @@
 #undef cuStreamWaitValue32
 #undef cuMemcpy
 #undef cuStreamSynchronize
+#undef cuStreamDestroy
+#undef cuEventDestroy
+#undef cuStreamIsCapturing
+#undef cuEventRecord
+#undef cuMemsetD8Async
+#undef cuMemcpyAsync
 
 SAME_PROTOTYPE(cuInit);
 SAME_PROTOTYPE(cuDriverGetVersion);
@@ -55,3 +61,13 @@ SAME_PROTOTYPE(cuMemsetD8_v2);
 SAME_PROTOTYPE(cuMemGetInfo_v2);
 SAME_PROTOTYPE(cuStreamWriteValue32_v2);
 SAME_PROTOTYPE(cuStreamWaitValue32_v2);
+SAME_PROTOTYPE(cuStreamCreate);
+SAME_PROTOTYPE(cuStreamDestroy_v2);
+SAME_PROTOTYPE(cuStreamIsCapturing);
+SAME_PROTOTYPE(cuEventCreate);
+SAME_PROTOTYPE(cuEventRecord);
+SAME_PROTOTYPE(cuEventQuery);
+SAME_PROTOTYPE(cuEventSynchronize);
+SAME_PROTOTYPE(cuEventDestroy_v2);
+SAME_PROTOTYPE(cuMemsetD8Async);
+SAME_PROTOTYPE(cuMemcpyAsync);

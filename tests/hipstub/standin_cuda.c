@@ -409,3 +409,75 @@ mori__CUresult cuStreamWaitValue32_v2(mori__CUstream stream, mori__CUdeviceptr a
                     : from_hip(mori__shim_sim.wait_value32((hipStream_t)(void *)stream, PTR(addr),
                                                            value, flags, 0xFFFFFFFFu));
 }
+
+/* ---- streams, events, stream-ordered fills and copies ---- */
+
+#define HIP_STREAM(s) ((hipStream_t)(void *)(s))
+#define HIP_EVENT(e) ((hipEvent_t)(void *)(e))
+
+/* The stream flags and capture statuses have HIP's numbers. */
+mori__CUresult cuStreamCreate(mori__CUstream *stream, unsigned int flags) {
+  mori__CUresult r = need_context();
+  hipStream_t s = NULL;
+  if (r == CU_OK) r = from_hip(mori__shim_sim.stream_create(&s, flags));
+  if (r == CU_OK) *stream = (mori__CUstream)(void *)s;
+  return r;
+}
+
+mori__CUresult cuStreamDestroy_v2(mori__CUstream stream) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.stream_destroy(HIP_STREAM(stream)));
+}
+
+mori__CUresult cuStreamIsCapturing(mori__CUstream stream, mori__CUstreamCaptureStatus *status) {
+  hipStreamCaptureStatus s = hipStreamCaptureStatusNone;
+  mori__CUresult r = need_context();
+  if (r == CU_OK) r = from_hip(mori__shim_sim.stream_is_capturing(HIP_STREAM(stream), &s));
+  if (r == CU_OK) *status = (mori__CUstreamCaptureStatus)s;
+  return r;
+}
+
+mori__CUresult cuEventCreate(mori__CUevent *event, unsigned int flags) {
+  mori__CUresult r = need_context();
+  hipEvent_t e = NULL;
+  if (r == CU_OK) r = from_hip(mori__shim_sim.event_create(&e, flags));
+  if (r == CU_OK) *event = (mori__CUevent)(void *)e;
+  return r;
+}
+
+mori__CUresult cuEventRecord(mori__CUevent event, mori__CUstream stream) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r
+                    : from_hip(mori__shim_sim.event_record(HIP_EVENT(event), HIP_STREAM(stream)));
+}
+
+mori__CUresult cuEventQuery(mori__CUevent event) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.event_query(HIP_EVENT(event)));
+}
+
+mori__CUresult cuEventSynchronize(mori__CUevent event) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.event_sync(HIP_EVENT(event)));
+}
+
+mori__CUresult cuEventDestroy_v2(mori__CUevent event) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.event_destroy(HIP_EVENT(event)));
+}
+
+mori__CUresult cuMemsetD8Async(mori__CUdeviceptr dst, unsigned char value, size_t count,
+                               mori__CUstream stream) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r
+                    : from_hip(mori__shim_sim.memset_async(PTR(dst), value, count,
+                                                           HIP_STREAM(stream)));
+}
+
+mori__CUresult cuMemcpyAsync(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_t size,
+                             mori__CUstream stream) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r
+                    : from_hip(mori__shim_sim.memcpy_async(PTR(dst), PTR(src), size,
+                                                           hipMemcpyDefault, HIP_STREAM(stream)));
+}

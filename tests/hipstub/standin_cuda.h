@@ -56,5 +56,17 @@ mori__CUresult cuStreamWriteValue32_v2(mori__CUstream stream, mori__CUdeviceptr 
                                        unsigned int value, unsigned int flags);
 mori__CUresult cuStreamWaitValue32_v2(mori__CUstream stream, mori__CUdeviceptr addr,
                                       unsigned int value, unsigned int flags);
+mori__CUresult cuStreamCreate(mori__CUstream *stream, unsigned int flags);
+mori__CUresult cuStreamDestroy_v2(mori__CUstream stream);
+mori__CUresult cuStreamIsCapturing(mori__CUstream stream, mori__CUstreamCaptureStatus *status);
+mori__CUresult cuEventCreate(mori__CUevent *event, unsigned int flags);
+mori__CUresult cuEventRecord(mori__CUevent event, mori__CUstream stream);
+mori__CUresult cuEventQuery(mori__CUevent event);
+mori__CUresult cuEventSynchronize(mori__CUevent event);
+mori__CUresult cuEventDestroy_v2(mori__CUevent event);
+mori__CUresult cuMemsetD8Async(mori__CUdeviceptr dst, unsigned char value, size_t count,
+                               mori__CUstream stream);
+mori__CUresult cuMemcpyAsync(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_t size,
+                             mori__CUstream stream);
 
 #endif

@@ -233,6 +233,30 @@ hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value, u
   SIM(wait_value32, (stream, ptr, value, flags, mask));
 }
 
+hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+  SIM(stream_create, (stream, flags));
+}
+hipError_t hipStreamDestroy(hipStream_t stream) { SIM(stream_destroy, (stream)); }
+hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status) {
+  SIM(stream_is_capturing, (stream, status));
+}
+hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
+  SIM(event_create, (event, flags));
+}
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  SIM(event_record, (event, stream));
+}
+hipError_t hipEventQuery(hipEvent_t event) { SIM(event_query, (event)); }
+hipError_t hipEventSynchronize(hipEvent_t event) { SIM(event_sync, (event)); }
+hipError_t hipEventDestroy(hipEvent_t event) { SIM(event_destroy, (event)); }
+hipError_t hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream) {
+  SIM(memset_async, (dst, value, size, stream));
+}
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                          hipStream_t stream) {
+  SIM(memcpy_async, (dst, src, size, kind, stream));
+}
+
 /* Fills the name and the multiprocessor count, the fields the backend
  * reads, at their R0600 offsets; the rest of the caller's struct is left. */
 hipError_t hipGetDevicePropertiesR0600(void *props, int device) {

@@ -51,6 +51,17 @@ hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
                                  unsigned int flags);
 hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags,
                                 uint32_t mask);
+hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags);
+hipError_t hipStreamDestroy(hipStream_t stream);
+hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status);
+hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags);
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
+hipError_t hipEventQuery(hipEvent_t event);
+hipError_t hipEventSynchronize(hipEvent_t event);
+hipError_t hipEventDestroy(hipEvent_t event);
+hipError_t hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream);
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                          hipStream_t stream);
 hipError_t hipGetDevicePropertiesR0600(void *props, int device);
 hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int device);
 

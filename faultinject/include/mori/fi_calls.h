@@ -11,6 +11,10 @@
  *           Kind '-' marks a parameter a trace leaves out because its value
  *           is a fact of one runtime (versions, attribute values).
  *
+ * Events and the streams a call creates are written as '-': the trace
+ * names streams where they are used (sN), and the replay runs stream work
+ * on the default stream.
+ *
  * Kinds: H out handle (new symbol hN)   h handle (hN, 0)
  *        R out reservation (rN)         M out device allocation (dN)
  *        a address (rN+0xOFF, dN+0xOFF, host, 0)
@@ -79,7 +83,24 @@
   X(hipDeviceGetAttribute, 3, (int *value, hipDeviceAttribute_t attr, int device),        \
     (value, attr, device), "out:- attr:u device:i")                                       \
   X(hipGetLastError, 0, (void), (), "")                                                   \
-  X(hipRuntimeGetVersion, 1, (int *version), (version), "out:-")
+  X(hipRuntimeGetVersion, 1, (int *version), (version), "out:-")                          \
+  X(hipStreamCreateWithFlags, 2, (hipStream_t * stream, unsigned int flags), (stream, flags), \
+    "out:- flags:u")                                                                      \
+  X(hipStreamDestroy, 1, (hipStream_t stream), (stream), "stream:s")                      \
+  X(hipStreamIsCapturing, 2, (hipStream_t stream, hipStreamCaptureStatus * status),       \
+    (stream, status), "stream:s out:-")                                                   \
+  X(hipEventCreateWithFlags, 2, (hipEvent_t * event, unsigned int flags), (event, flags), \
+    "out:- flags:u")                                                                      \
+  X(hipEventRecord, 2, (hipEvent_t event, hipStream_t stream), (event, stream),           \
+    "event:- stream:s")                                                                   \
+  X(hipEventQuery, 1, (hipEvent_t event), (event), "event:-")                             \
+  X(hipEventSynchronize, 1, (hipEvent_t event), (event), "event:-")                       \
+  X(hipEventDestroy, 1, (hipEvent_t event), (event), "event:-")                           \
+  X(hipMemsetAsync, 4, (void *dst, int value, size_t size, hipStream_t stream),           \
+    (dst, value, size, stream), "dst:a value:i size:z stream:s")                          \
+  X(hipMemcpyAsync, 5,                                                                    \
+    (void *dst, const void *src, size_t size, hipMemcpyKind kind, hipStream_t stream),    \
+    (dst, src, size, kind, stream), "dst:a src:a size:z kind:u stream:s")
 
 /* The socket calls of the fd channel and fd closes: not runtime calls,
  * so they carry no hipError_t and are outside the global call index.

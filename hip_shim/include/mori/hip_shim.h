@@ -159,6 +159,18 @@ typedef struct hipMemFabricHandle_t {
 
 typedef struct ihipMemGenericAllocationHandle *hipMemGenericAllocationHandle_t;
 typedef struct ihipStream_t *hipStream_t;
+typedef struct ihipEvent_t *hipEvent_t;
+
+/* hipStreamCreateWithFlags / hipEventCreateWithFlags flags (CUDA's numbers
+ * too: CU_STREAM_NON_BLOCKING, CU_EVENT_DISABLE_TIMING). */
+enum { hipStreamDefault = 0x0, hipStreamNonBlocking = 0x1 };
+enum { hipEventDefault = 0x0, hipEventBlockingSync = 0x1, hipEventDisableTiming = 0x2 };
+
+typedef enum hipStreamCaptureStatus {
+  hipStreamCaptureStatusNone = 0,
+  hipStreamCaptureStatusActive = 1,
+  hipStreamCaptureStatusInvalidated = 2
+} hipStreamCaptureStatus;
 typedef void *hipDeviceptr_t;
 
 /* The ABI is what mori's HIP backend passes to libamdhip64 by pointer. */
@@ -225,6 +237,21 @@ hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t val
                                      unsigned int flags, uint32_t mask);
 hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device);
 hipError_t mori_hipGetLastError(void);
+/* Streams, events and stream-ordered fills and copies: what the signals'
+ * watchdog and the allocation path need to stay off the host's critical
+ * path.  hipEventQuery returns hipErrorNotReady while the work before the
+ * event is pending (that is an answer, not a failure). */
+hipError_t mori_hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags);
+hipError_t mori_hipStreamDestroy(hipStream_t stream);
+hipError_t mori_hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status);
+hipError_t mori_hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags);
+hipError_t mori_hipEventRecord(hipEvent_t event, hipStream_t stream);
+hipError_t mori_hipEventQuery(hipEvent_t event);
+hipError_t mori_hipEventSynchronize(hipEvent_t event);
+hipError_t mori_hipEventDestroy(hipEvent_t event);
+hipError_t mori_hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream);
+hipError_t mori_hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
+                               hipStream_t stream);
 hipError_t mori_hipRuntimeGetVersion(int *version);
 
 /* Every OS call the core makes goes through the seam too (socket calls of
@@ -305,6 +332,19 @@ long mori_shim_ledger_report(FILE *out);
 /* The runtime version the active backend reports: HIP's (e.g. 70100000) on
  * hip and sim, the CUDA driver's (e.g. 13000) on cuda. */
 int mori_shim_runtime_version(void);
+
+/* ---- sim only: stream capture, for tests of graph replay ----
+ *
+ * A stream in capture records the memory operations enqueued on it instead
+ * of running them (hipStreamIsCapturing then answers Active); a graph
+ * launch enqueues the recorded operations again, with the values baked in
+ * at capture, as a CUDA or HIP graph replay does.  On any other backend
+ * these return hipErrorNotSupported. */
+typedef struct mori_sim_graph mori_sim_graph;
+hipError_t mori_sim_begin_capture(hipStream_t stream);
+hipError_t mori_sim_end_capture(hipStream_t stream, mori_sim_graph **graph);
+hipError_t mori_sim_graph_launch(const mori_sim_graph *graph, hipStream_t stream);
+void mori_sim_graph_destroy(mori_sim_graph *graph);
 
 #ifdef __cplusplus
 }
