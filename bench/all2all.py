@@ -214,8 +214,9 @@ def bench_size(size: int, rank: int, world: int, device, group: str, cpu_group, 
             what = "check ok" if out is not None and not bad else ""
             if bad:
                 what = f"check FAILED on rank(s) {','.join(map(str, bad))}"
+            took = f"{dt * 1e6:9.1f}" if not bad else f"{'-':>9s}"
             print(f"all2all {name:14s} {size >> 10:6d} KiB/peer x {world} ranks: "
-                  f"{dt * 1e6:9.1f} us/iter {rate}  {what}", flush=True)
+                  f"{took} us/iter {rate}  {what}", flush=True)
         if bad:
             if not ok:
                 print(f"rank {rank}: {name} delivered wrong data at {size} bytes/peer",

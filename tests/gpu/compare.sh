@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The benchmarks on a GPU host, at reduced size (tests/gpu/run.sh's
+# "compare" part; about 3 minutes of GPU time at 2 ranks):
+#   1. bench/all2all.py ends every rank promptly when one rank's check fails
+#      and when one rank raises (nonzero exit well before the timeout);
+#   2. bench/all2all.py's checks at 64 KiB and 256 KiB, 20 times per path
+#      (the push-only check used to read before the peers' pushes landed);
+#   3. bench/compare.py --reduced: MORI against torch's built-in backend,
+#      interleaved launches; JSON, table and plot under $OUT/compare.
+# Each step prints PASS or FAIL; the exit status is nonzero if any failed.
+#   COMPARE_ARGS="..."   extra arguments for compare.py (e.g. --rounds 5)
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/gpu-results/compare}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+NGPU=${NGPU:-$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}
+WORLD=$((NGPU < 2 ? NGPU : 2))
+LAST=$((WORLD - 1))
+failed=()
+verdict() {  # name, 0|1, figures
+  if [ "$2" = 0 ]; then echo "=== PASS $1: $3"; else echo "=== FAIL $1: $3"; failed+=("$1"); fi
+}
+if [ "$WORLD" -lt 1 ]; then
+  echo "=== FAIL compare: no GPU visible to torch"
+  exit 1
+fi
+
+# mori.allocator as tests/gpu/torch_suite.sh installs it (pip, else its
+# CMake stage); installed here when this part runs alone.
+mori_importable() { (cd /tmp && "$PY" -c 'import mori.allocator' >/dev/null 2>&1); }
+if ! mori_importable && [ -d build-torch-stage ]; then
+  export PYTHONPATH="$PWD/build-torch-stage${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if ! mori_importable; then
+  PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    "$PY" -m pip install --no-build-isolation . >"$OUT/install.log" 2>&1
+fi
+mori_importable || { echo "=== FAIL compare: mori.allocator cannot be imported (see $OUT/install.log)"; exit 1; }
+
+a2a() {  # log, timeout seconds, all2all.py arguments...
+  local log=$1 limit=$2; shift 2
+  timeout -k 10 "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$WORLD" \
+    bench/all2all.py "$@" >"$log" 2>&1
+}
+
+# 1. A failure on one rank ends them all.  Before the fix a failed check
+# exited one rank and left the others in a collective until the timeout.
+for kind in check raise; do
+  t0=$SECONDS
+  a2a "$OUT/all2all_inject_$kind.log" 150 --sizes 64K --iters 2 --inject "$kind:$LAST"
+  rc=$? dt=$((SECONDS - t0))
+  want="injected error"
+  [ "$kind" = check ] && want="check FAILED on rank(s) $LAST"
+  ok=1
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && grep -q "$want" "$OUT/all2all_inject_$kind.log" && ok=0
+  verdict "all2all_failure_ends_all_ranks_$kind" $ok \
+    "--inject $kind:$LAST: exit status $rc after $dt s (a hang would end at 150 s with 124)"
+done
+
+# 2. Race-free checks: every path checked 20 times at the sizes where the
+# old check failed at random.
+t0=$SECONDS
+a2a "$OUT/all2all_checks.log" 240 --sizes 64K,256K --iters 5 --check-repeats 20
+rc=$?
+n_ok=$(grep -c "check ok" "$OUT/all2all_checks.log")
+grep "^all2all" "$OUT/all2all_checks.log"
+ok=1
+[ "$rc" -eq 0 ] && ! grep -q "FAILED" "$OUT/all2all_checks.log" && [ "$n_ok" -ge 4 ] && ok=0
+verdict all2all_checks_race_free $ok \
+  "exit status $rc, $n_ok path/size checks ok (x20 each), $((SECONDS - t0)) s"
+
+# 3. The side-by-side comparison, reduced.
+t0=$SECONDS
+# shellcheck disable=SC2086  # COMPARE_ARGS is a list of arguments
+"$PY" bench/compare.py --reduced --world "$WORLD" --rounds 3 --budget-s 170 \
+  --out "$OUT/compare" ${COMPARE_ARGS:-} 2>&1 | tee "$OUT/compare.log"
+rc=${PIPESTATUS[0]}
+verdict compare_reduced "$rc" "exit status $rc, $((SECONDS - t0)) s; table in $OUT/compare/compare.md"
+
+echo "compare part: ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
+[ ${#failed[@]} -eq 0 ]
