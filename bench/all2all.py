@@ -35,6 +35,9 @@ import traceback
 import torch
 import torch.distributed as dist
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # however it was started
+from sizes import parse_size  # noqa: E402
+
 try:
     import triton
     import triton.language as tl
@@ -72,19 +75,6 @@ if triton is not None:
 
 class CheckFailed(Exception):
     """Every rank agreed that some rank's check failed."""
-
-
-def parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper().removesuffix("IB").removesuffix("B")
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def size_label(size: int) -> str:
-    for shift, unit in ((30, "G"), (20, "M"), (10, "K")):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return str(size)
 
 
 def host_barrier(cpu_group) -> None:

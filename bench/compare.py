@@ -41,6 +41,8 @@ import tempfile
 import time
 import traceback
 
+from sizes import parse_size, size_label
+
 BUILTIN, MORI = "CUDA", "MORI"  # torch's name for its built-in backend
 MIB = 1 << 20
 
@@ -82,19 +84,6 @@ FIXED_GROUPS = ["fresh", "cycle", "cached", "barrier", "put_wait", "one_shot"]
 FULL_SIZES = "64K,256K,1M,4M,16M,64M"
 REDUCED_SIZES = "256K,4M,16M"
 REDUCED_GRAPH_SIZES = "256K,4M"
-
-
-def parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper().removesuffix("IB").removesuffix("B")
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def size_label(size: int) -> str:
-    for shift, unit in ((30, "G"), (20, "M"), (10, "K")):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return str(size)
 
 
 def spec(key: str):
@@ -874,6 +863,12 @@ def selftest() -> int:
         if not cond:
             failures.append(what)
         print(f"  {'ok  ' if cond else 'FAIL'} {what}", flush=True)
+
+    sizes = [parse_size(x) for x in FULL_SIZES.split(",")]
+    expect(sizes[0] == 64 << 10 and sizes[-1] == 64 << 20 and parse_size("4MiB") == 4 << 20,
+           "sizes parse (64K, 64M, 4MiB)")
+    expect([size_label(x) for x in sizes] == FULL_SIZES.split(",") and size_label(1000) == "1000",
+           "sizes print back as written")
 
     # combine: the slowest rank, converted; checks and errors by rank
     c = combine([{"seconds": {"barrier_us": 8e-6, "a2a_push_only@1M": 1e-3},
