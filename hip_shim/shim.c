@@ -60,8 +60,9 @@ static const struct mori__shim_backend *const backends[] = {
     &mori__shim_sim, &mori__shim_cuda, &mori__shim_hip};
 
 static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Written once, under select_lock; read by every call without it. */
 static const struct mori__shim_backend *active;
-static char select_failure[1536];
+static char select_failure[1536]; /* under select_lock */
 
 static const struct mori__shim_backend *find_backend(const char *name) {
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
@@ -84,7 +85,7 @@ static int bring_up(const char *name) {
       const struct mori__shim_backend *b = find_backend(auto_order[i]);
       why[0] = '\0';
       if (b->init(why, sizeof why) == 0) {
-        active = b;
+        __atomic_store_n(&active, b, __ATOMIC_RELEASE);
         return 0;
       }
       size_t n = strlen(all);
@@ -105,7 +106,7 @@ static int bring_up(const char *name) {
              b->name, why);
     return -1;
   }
-  active = b;
+  __atomic_store_n(&active, b, __ATOMIC_RELEASE);
   return 0;
 }
 
@@ -133,7 +134,7 @@ static const struct mori__shim_backend *backend(void) {
   const struct mori__shim_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
   if (b != NULL) return b;
   if (mori_shim_select(getenv("MORI_SYMM_SHIM")) != 0) return NULL;
-  return active;
+  return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 }
 
 const char *mori_shim_backend(void) {
@@ -242,14 +243,20 @@ static hipError_t leave(const char *call, hipError_t e) {
   return e;
 }
 
+/* No backend: the thread's detail already holds select's reason (the
+ * shared select_failure may be rewritten by another thread meanwhile). */
+static hipError_t no_backend(const char *call) {
+  char why[sizeof detail];
+  snprintf(why, sizeof why, "%s", detail);
+  mori__shim_detail("%s: %s", call, why);
+  return leave(call, hipErrorRuntimeOther);
+}
+
 /* Brings the backend up and checks that it implements the call. */
 #define ENTER(call, entry)                                                          \
   const struct mori__shim_backend *B = backend();                                   \
   detail_set = 0;                                                                   \
-  if (B == NULL) {                                                                  \
-    mori__shim_detail("%s: %s", call, select_failure);                              \
-    return leave(call, hipErrorRuntimeOther);                                       \
-  }                                                                                 \
+  if (B == NULL) return no_backend(call);                                           \
   if (B->entry == NULL) {                                                           \
     mori__shim_detail("%s: not implemented by the %s backend", call, B->name);      \
     return leave(call, hipErrorNotSupported);                                       \

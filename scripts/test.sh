@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds, runs every ctest
-# label (unit, sim, fault, fuzz, valgrind); ctest's summary line closes it.
+# label (unit, sim, fault, fuzz, valgrind, tsan); ctest's summary line closes it.
 # Arguments go to ctest (e.g. -L sim); a selection that matches no test
 # fails.  MORI_TEST_BUILD_DIR (default build) and MORI_TEST_NO_BUILD=1 (run
 # what is already built) serve the suite's own checks.
@@ -13,5 +13,6 @@ if [ -z "${MORI_TEST_NO_BUILD:-}" ]; then
   cmake -S . -B "$build" -G Ninja
   cmake --build "$build" -j "$jobs"
   bash fuzz/ci.sh --build-only   # clang + libFuzzer tree; run by fuzz.libfuzzer_suite
+  bash tests/tsan/ci.sh --build-only   # clang + ThreadSanitizer tree; run by tsan.suite
 fi
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$jobs" "$@"

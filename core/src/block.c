@@ -13,11 +13,13 @@ pthread_cond_t mori__cond = PTHREAD_COND_INITIALIZER;
 
 static mori_block **blocks; /* sorted by base */
 static size_t nblocks, cap_blocks;
-static long stat_blocks_total;
 
 /* ---- the probe ---- */
 
 #define MORI_MAX_DEVICES 256
+/* The probe cache has its own lock: probing calls the runtime, which no
+ * caller of mori__lock should wait for. */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   int done, handle_type;
   char why[200];
@@ -68,20 +70,22 @@ static void probe_device(int device) {
   probes[device].done = 1;
 }
 
+/* Under probe_lock: the device's handle type, probed once. */
+static int probed_type(int device) {
+  if (!probes[device].done) probe_device(device);
+  return probes[device].handle_type;
+}
+
 int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen) {
   if (device < 0 || device >= MORI_MAX_DEVICES)
     return mori__error(MORI_ERANGE, "probe: device %d out of range", device);
-  pthread_mutex_lock(&mori__lock);
   int rc = 0;
   hipError_t e = mori_hipSetDevice(device);
-  if (e != hipSuccess) {
-    rc = mori__hip_error("hipSetDevice", e);
-  } else {
-    if (!probes[device].done) probe_device(device);
-    *handle_type = probes[device].handle_type;
-    if (why) snprintf(why, whylen, "%s", probes[device].why);
-  }
-  pthread_mutex_unlock(&mori__lock);
+  if (e != hipSuccess) return mori__hip_error("hipSetDevice", e);
+  pthread_mutex_lock(&probe_lock);
+  *handle_type = probed_type(device);
+  if (why) snprintf(why, whylen, "%s", probes[device].why);
+  pthread_mutex_unlock(&probe_lock);
   return rc;
 }
 
@@ -196,66 +200,65 @@ static void release_all_at_exit(void) {
   if (mori_symm_teardown_enabled()) (void)mori_symm_release_all();
 }
 
-static int alloc_locked(size_t size, int device, void **ptr) {
-  static int atexit_done;
-  if (!atexit_done) {
-    atexit(release_all_at_exit);
-    atexit_done = 1;
-  }
-  MORI_HIP("hipSetDevice", mori_hipSetDevice(device));
-  if (!probes[device].done) probe_device(device);
-  mori_block *b = mori_calloc(1, sizeof *b);
-  if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
+static void register_exit_hook(void) { atexit(release_all_at_exit); }
+
+/* Outside mori__lock (zeroing waits on the GPU): the block is nobody
+ * else's until it enters the table. */
+static int alloc_block(mori_block *b, size_t size, int device) {
   b->device = device;
   b->exported_fd = -1;
-  b->handle_type = probes[device].handle_type;
   b->buffer_size = size;
   b->signal_pad_size = mori_symm_signal_pad_size();
   b->signal_pad_offset = mori__round_up(size, 16);
   mori_fsm_init(&b->fsm, MORI_FSM_BLOCK, 0, 0);
+  MORI_HIP("hipSetDevice", mori_hipSetDevice(device));
+  pthread_mutex_lock(&probe_lock);
+  b->handle_type = probed_type(device);
+  pthread_mutex_unlock(&probe_lock);
 
   hipMemAllocationProp prop = make_prop(device, b->handle_type);
   size_t gran = 0;
-  int rc = 0;
-  hipError_t e = mori_hipMemGetAllocationGranularity(&gran, &prop,
-                                                     hipMemAllocationGranularityRecommended);
-  if (e != hipSuccess || gran == 0) {
-    rc = e != hipSuccess ? mori__hip_error("hipMemGetAllocationGranularity", e)
-                         : mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
-  } else {
-    b->granularity = gran;
-    /* The torch pad, then one private slot of the same size per window. */
-    b->alloc_size = mori__round_up(
-        b->signal_pad_offset + (1 + MORI_WIRE_SIGNAL_SLOTS) * b->signal_pad_size, gran);
-    if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
-    rc = allocate(b, &prop, gran);
-    if (rc == 0) rc = export_block(b);
-    if (rc == 0) rc = table_insert(b);
+  MORI_HIP("hipMemGetAllocationGranularity",
+           mori_hipMemGetAllocationGranularity(&gran, &prop,
+                                               hipMemAllocationGranularityRecommended));
+  if (gran == 0) return mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
+  b->granularity = gran;
+  /* The torch pad, then one private slot of the same size per window. */
+  b->alloc_size = mori__round_up(
+      b->signal_pad_offset + (1 + MORI_WIRE_SIGNAL_SLOTS) * b->signal_pad_size, gran);
+  if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
+  MORI_GUARD(allocate(b, &prop, gran));
+  return export_block(b);
+}
+
+int mori_symm_alloc(size_t size, int device, void **ptr) {
+  static pthread_once_t exit_hook = PTHREAD_ONCE_INIT;
+  if (ptr == NULL || size == 0)
+    return mori__error(MORI_EINVAL, "alloc: size must be > 0 and ptr non-null");
+  if (device < 0 || device >= MORI_MAX_DEVICES)
+    return mori__error(MORI_ERANGE, "alloc: device %d out of range", device);
+  pthread_once(&exit_hook, register_exit_hook);
+  mori_block *b = mori_calloc(1, sizeof *b);
+  if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
+  int rc = alloc_block(b, size, device);
+  if (rc == 0) {
+    MORI_LOG(MORI_LOG_INFO, -1, -1, "alloc %zu bytes on device %d: base %p, %zu physical, %s",
+             size, device, b->base, b->alloc_size,
+             b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd");
+    *ptr = b->base; /* read before another thread can reach (and free) it */
+    pthread_mutex_lock(&mori__lock);
+    rc = table_insert(b);
+    pthread_mutex_unlock(&mori__lock);
   }
   if (rc != 0) {
     (void)mori__unwind(&b->fsm, 1);
     mori_fsm_destroy(&b->fsm);
     free(b);
     mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);
+    *ptr = NULL;
     return rc;
   }
-  stat_blocks_total++;
-  MORI_LOG(MORI_LOG_INFO, -1, -1, "alloc %zu bytes on device %d: base %p, %zu physical, %s",
-           size, device, b->base, b->alloc_size,
-           b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd");
-  *ptr = b->base;
   return 0;
-}
-
-int mori_symm_alloc(size_t size, int device, void **ptr) {
-  if (ptr == NULL || size == 0)
-    return mori__error(MORI_EINVAL, "alloc: size must be > 0 and ptr non-null");
-  if (device < 0 || device >= MORI_MAX_DEVICES)
-    return mori__error(MORI_ERANGE, "alloc: device %d out of range", device);
-  pthread_mutex_lock(&mori__lock);
-  int rc = alloc_locked(size, device, ptr);
-  pthread_mutex_unlock(&mori__lock);
-  return rc;
 }
 
 /* ---- free ---- */

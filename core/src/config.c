@@ -3,6 +3,7 @@
  * overlapping devices), read from the environment and overridable by the
  * API, and the log sink:
  * MORI_SYMM_DEBUG=WARN|INFO|TRACE, every line prefixed with rank and window.
+ * Any thread may read or set them: each is one atomic word.
  */
 #include "internal.h"
 
@@ -17,20 +18,21 @@
 #include <time.h>
 #include <unistd.h>
 
-static size_t signal_pad_size = MORI_SYMM_DEFAULT_SIGNAL_PAD;
-static int timeout_ms = -1;
+static atomic_size_t signal_pad_size = MORI_SYMM_DEFAULT_SIGNAL_PAD;
+static atomic_int timeout_ms = -1;
 
 void mori_symm_set_signal_pad_size(size_t bytes) {
   /* Cells are 32-bit; keep the pad a multiple of 16 like torch's. */
-  signal_pad_size = mori__round_up(bytes, 16);
+  atomic_store(&signal_pad_size, mori__round_up(bytes, 16));
 }
 
-size_t mori_symm_signal_pad_size(void) { return signal_pad_size; }
+size_t mori_symm_signal_pad_size(void) { return atomic_load(&signal_pad_size); }
 
-void mori_symm_set_timeout_ms(int ms) { timeout_ms = ms > 0 ? ms : -1; }
+void mori_symm_set_timeout_ms(int ms) { atomic_store(&timeout_ms, ms > 0 ? ms : -1); }
 
 int mori_symm_timeout_ms(void) {
-  if (timeout_ms > 0) return timeout_ms;
+  int set = atomic_load(&timeout_ms);
+  if (set > 0) return set;
   const char *s = getenv("MORI_SYMM_TIMEOUT_MS");
   int v = s ? atoi(s) : 0;
   return v > 0 ? v : 30000;
@@ -65,14 +67,15 @@ static const struct {
 } log_levels[] = {{"WARN", MORI_LOG_WARN}, {"INFO", MORI_LOG_INFO}, {"TRACE", MORI_LOG_TRACE}};
 
 int mori__log_level(void) {
-  static int level = -1;
-  if (level >= 0) return level;
+  static atomic_int level = -1; /* threads racing to read it compute one value */
+  int l = atomic_load(&level);
+  if (l >= 0) return l;
   const char *s = getenv("MORI_SYMM_DEBUG");
-  int l = 0;
+  l = 0;
   for (size_t i = 0; s && i < sizeof log_levels / sizeof log_levels[0]; i++)
     if (strcasecmp(s, log_levels[i].name) == 0) l = log_levels[i].level;
-  level = l;
-  return level;
+  atomic_store(&level, l);
+  return l;
 }
 
 void mori__log(int level, int rank, long window, const char *fmt, ...) {

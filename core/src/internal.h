@@ -69,6 +69,16 @@ typedef struct mori_block {
    * progress: out of the table, on the deferred list until the last lets go. */
   int freed;
   struct mori_block *next_deferred;
+  /* One rendezvous runs on a block at a time (the signal slot it takes
+   * depends on the slots the block's other windows hold): the window being
+   * set up, outside mori__lock, and the threads waiting for it. */
+  struct mori_window *opening;
+  int waiters;
+  /* The last rendezvous of this block that failed, for the threads that
+   * waited for it in the same group. */
+  long failed_id;
+  int failed_rc;
+  char failure[512];
 } mori_block;
 
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
@@ -140,6 +150,9 @@ int mori__block_claim_if_idle(mori_block *b);
 /* Outside mori__lock: synchronizes, unwinds every window of a claimed
  * block and then the block, and leaves tombstones.  Returns the first error. */
 int mori__block_teardown(mori_block *b);
+/* The same for a teardown a call merely triggered: its error goes to the
+ * log, and the call's own message stays. */
+void mori__block_teardown_quietly(mori_block *b);
 /* Whether base is a freed block still waiting for its teardown. */
 int mori__block_freed(const void *base);
 /* Tears down every deferred block, references or not, after waiting for

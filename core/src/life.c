@@ -106,15 +106,18 @@ static int refuse(const mori_window *w, const char *op) {
 }
 
 /* Nothing holds b but its allocation: no reference, no call in progress,
- * no rendezvous running on it. */
+ * no rendezvous running on it or waited for. */
 static int block_idle(const mori_block *b) {
+  if (b->opening != NULL || b->waiters > 0) return 0;
   for (const mori_window *w = b->windows; w != NULL; w = w->next)
     if (w->refs > 0 || w->busy > 0 || w->life == MORI_LIFE_OPENING) return 0;
   return 1;
 }
 
-/* No call in progress and no rendezvous running: references may remain. */
+/* No call in progress, no rendezvous running or waited for: references
+ * may remain. */
 static int block_quiet(const mori_block *b) {
+  if (b->opening != NULL || b->waiters > 0) return 0;
   for (const mori_window *w = b->windows; w != NULL; w = w->next)
     if (w->busy > 0 || w->life == MORI_LIFE_OPENING) return 0;
   return 1;
@@ -242,16 +245,16 @@ int mori__window_leave(const mori_window *cw, int rc) {
   w->busy--;
   mori_block *b = let_go(w);
   pthread_mutex_unlock(&mori__lock);
-  if (b != NULL) {
-    /* The call succeeded or failed on its own; the deferred teardown it
-     * happened to trigger goes to the log, not into its result. */
-    char message[1024];
-    snprintf(message, sizeof message, "%s", mori_last_error());
-    if (mori__block_teardown(b) != 0)
-      MORI_LOG(MORI_LOG_WARN, -1, -1, "deferred teardown: %s", mori_last_error());
-    mori__error(rc, "%s", message);
-  }
+  if (b != NULL) mori__block_teardown_quietly(b);
   return rc;
+}
+
+void mori__block_teardown_quietly(mori_block *b) {
+  char message[1024];
+  snprintf(message, sizeof message, "%s", mori_last_error());
+  if (mori__block_teardown(b) != 0)
+    MORI_LOG(MORI_LOG_WARN, -1, -1, "deferred teardown: %s", mori_last_error());
+  mori__error(MORI_OK, "%s", message);
 }
 
 /* ---- references ---- */

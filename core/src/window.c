@@ -258,18 +258,33 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   return w;
 }
 
-static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
-                          mori_store *store, mori_window **out) {
-  int timeout_ms = mori_symm_timeout_ms();
+/* Under mori__lock: a new window of (b, group), OPENING, claiming b's
+ * rendezvous slot, with its group's next sequence number. */
+static int rendezvous_open(mori_block *b, const char *group, int rank, int world,
+                           mori_window **out) {
   uint64_t seq = 0;
   MORI_GUARD(take_seq(group, &seq));
   mori_window *w = window_new(b, group, rank, world);
   if (w == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
   w->seq = seq;
-  mori_request *reqs = mori_calloc((size_t)world, sizeof *reqs);
+  int rc = mori__window_register(w);
+  if (rc != 0) {
+    window_free(w);
+    return rc;
+  }
+  b->opening = w;
+  *out = w;
+  return 0;
+}
+
+/* Outside mori__lock: the collective part, which waits on the store and
+ * the channel.  Nothing but this thread touches w until it is settled. */
+static int rendezvous_run(mori_window *w, mori_store *store) {
+  mori_block *b = w->block;
+  int timeout_ms = mori_symm_timeout_ms();
+  mori_request *reqs = mori_calloc((size_t)w->world, sizeof *reqs);
   double t0 = mori__now_us();
   int rc = reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  if (rc == 0) rc = mori__window_register(w);
   if (rc == 0) rc = mori_fsm_push(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)b, 0, 0);
   if (rc == 0 && mori_fsm_fire(&w->fsm, MORI_EV_ATTACH) != 0)
     rc = mori__error(MORI_ESTATE, "attach: %s", w->fsm.why);
@@ -281,26 +296,72 @@ static int rendezvous_new(mori_block *b, const char *group, int rank, int world,
   if (rc != 0) {
     if (rc != MORI_EPEER) mori__publish_abort(w, store);
     (void)mori__unwind(&w->fsm, 1);
-    mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", rank,
-                       group, w->id, (unsigned long long)seq);
-    MORI_LOG(MORI_LOG_WARN, rank, w->id, "%s", mori_last_error());
-    mori__window_unregister(w);
-    window_free(w);
+    mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", w->rank,
+                       w->group, w->id, (unsigned long long)w->seq);
+    MORI_LOG(MORI_LOG_WARN, w->rank, w->id, "%s", mori_last_error());
     return rc;
   }
-  w->life = MORI_LIFE_OPEN;
-  w->next = b->windows;
-  b->windows = w;
-  mori__counters.windows++;
-  mori__counters.rendezvous++;
-  MORI_LOG(MORI_LOG_INFO, rank, w->id, "rendezvous group %s seq %llu: %d ranks, %s, %.0f us",
-           group, (unsigned long long)seq, world,
+  MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "rendezvous group %s seq %llu: %d ranks, %s, %.0f us",
+           w->group, (unsigned long long)w->seq, w->world,
            w->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
            mori__now_us() - t0);
-  *out = w;
   return 0;
 }
 
+/* Under mori__lock: publishes the outcome.  A window whose block was freed
+ * while it was being set up joins the block's teardown, and the call
+ * reports MORI_ENOTFOUND as a rendezvous of a freed pointer would. */
+static int rendezvous_settle(mori_block *b, mori_window *w, int rc, mori_block **teardown) {
+  b->opening = NULL;
+  if (rc != 0) {
+    b->failed_id = w->id;
+    b->failed_rc = rc;
+    snprintf(b->failure, sizeof b->failure, "%s", mori_last_error());
+    mori__window_unregister(w);
+    window_free(w);
+  } else {
+    w->life = MORI_LIFE_OPEN;
+    w->next = b->windows;
+    b->windows = w;
+    mori__counters.windows++;
+    mori__counters.rendezvous++;
+    if (b->freed)
+      rc = mori__error(MORI_ENOTFOUND,
+                       "rendezvous(%p): the block was freed on another thread while its "
+                       "rendezvous ran",
+                       b->base);
+  }
+  pthread_cond_broadcast(&mori__cond);
+  if (mori__block_claim_if_idle(b)) *teardown = b;
+  return rc;
+}
+
+/* Under mori__lock: waits (the lock released) for the rendezvous running
+ * on b.  A caller of the same group shares its outcome: its failure, or
+ * its window, which the caller's next lookup finds. */
+static int wait_for_opening(mori_block *b, const char *group, mori_block **teardown) {
+  long id = b->opening->id;
+  int same = strcmp(b->opening->group, group) == 0;
+  int rc = 0;
+  b->waiters++;
+  while (b->opening != NULL && b->opening->id == id) pthread_cond_wait(&mori__cond, &mori__lock);
+  b->waiters--;
+  if (same && b->failed_id == id)
+    rc = mori__error(b->failed_rc, "rendezvous: group %s failed on another thread: %s", group,
+                     b->failure);
+  else if (b->freed)
+    rc = mori__error(MORI_ENOTFOUND,
+                     "rendezvous(%p): the block was freed on another thread while this call "
+                     "waited for its rendezvous",
+                     b->base);
+  pthread_cond_broadcast(&mori__cond);
+  if (mori__block_claim_if_idle(b)) *teardown = b;
+  return rc;
+}
+
+/* mori__lock guards the tables only: a cached call is a lookup under it; a
+ * new rendezvous claims the block (b->opening) under it, runs without it,
+ * and takes it again to publish the result. */
 int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                          mori_store *store, mori_window **out, size_t *offset) {
   if (group == NULL || *group == '\0' || store == NULL || out == NULL)
@@ -308,29 +369,43 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
   if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
     return mori__error(MORI_ERANGE, "rendezvous: rank %d / world_size %d out of range", rank,
                        world_size);
+  mori_block *b = NULL, *teardown = NULL;
+  mori_window *w = NULL, *opened = NULL;
+  int rc;
   pthread_mutex_lock(&mori__lock);
-  int rc = 0;
-  mori_block *b = mori__block_find(ptr);
-  if (b == NULL) {
-    rc = mori__error(MORI_ENOTFOUND, "rendezvous(%p): not in a mori-symm allocation", ptr);
-  } else {
-    mori_window *w = mori__window_find(b, group);
-    if (w != NULL) {
+  for (;;) {
+    b = mori__block_find(ptr);
+    if (b == NULL) {
+      rc = mori__error(MORI_ENOTFOUND, "rendezvous(%p): not in a live mori-symm allocation", ptr);
+      break;
+    }
+    if ((w = mori__window_find(b, group)) != NULL) {
+      rc = 0;
       if (w->rank != rank || w->world != world_size)
         rc = mori__error(MORI_EMISMATCH,
                          "rendezvous: group %s was set up as rank %d of %d, not %d of %d",
                          group, w->rank, w->world, rank, world_size);
       else
         mori__counters.cache_hits++;
-    } else {
-      rc = rendezvous_new(b, group, rank, world_size, store, &w);
+      break;
     }
-    if (rc == 0) {
-      *out = w;
-      if (offset) *offset = (size_t)((uintptr_t)ptr - (uintptr_t)b->base);
+    if (b->opening == NULL) {
+      rc = rendezvous_open(b, group, rank, world_size, &opened);
+      w = opened;
+      break;
     }
+    if ((rc = wait_for_opening(b, group, &teardown)) != 0) break;
   }
+  if (rc == 0 && offset) *offset = (size_t)((uintptr_t)ptr - (uintptr_t)b->base);
   pthread_mutex_unlock(&mori__lock);
+  if (opened != NULL) {
+    rc = rendezvous_run(opened, store);
+    pthread_mutex_lock(&mori__lock);
+    rc = rendezvous_settle(b, opened, rc, &teardown);
+    pthread_mutex_unlock(&mori__lock);
+  }
+  if (teardown != NULL) mori__block_teardown_quietly(teardown);
+  if (rc == 0) *out = w;
   return rc;
 }
 
