@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "launch.h"
+#include "rank_check.h"
 #include "mori/symm.h"
 
 #define MiB (1u << 20)
@@ -60,15 +61,6 @@ static int expect_failure(const mori_rank_ctx *ctx, int rc, int want1, int want2
   }
   return finish(fds0, msg, msglen, what);
 }
-
-#define CHECK(cond, ...)                                                             \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      int n_ = snprintf(msg, msglen, "rank %d line %d: ", ctx->rank, __LINE__);      \
-      snprintf(msg + n_, msglen - (size_t)n_, __VA_ARGS__);                          \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 static int setup_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());

@@ -21,18 +21,10 @@
 #include <cmocka.h>
 
 #include "launch.h"
+#include "rank_check.h"
 #include "mori/symm.h"
 
 #define KiB (1u << 10)
-
-#define CHECK(cond, ...)                                                             \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      int n_ = snprintf(msg, msglen, "rank %d line %d: ", ctx->rank, __LINE__);      \
-      snprintf(msg + n_, msglen - (size_t)n_, __VA_ARGS__);                          \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 /* A thread's verdict: 0, or a line saying what went wrong. */
 typedef struct worker {
