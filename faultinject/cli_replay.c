@@ -6,16 +6,35 @@
  */
 #include "mori/fi.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void) {
-  fprintf(stderr, "usage: mori-symm replay TRACE [--profile ARCH[,QUIRK...]]\n"
-                  "  ARCH: gfx942, gfx950, gfx1250, gfx1250-rocm7.1; QUIRK: a MORI_SIM_QUIRKS\n"
-                  "  name or all.  Without --profile: every profile and quirk set.\n");
-  return 2;
-}
+#include "args.h"
+
+struct replay_args {
+  const char *trace, *profile;
+};
+
+static const cli_option replay_options[] = {
+    {"--profile", CLI_TEXT, offsetof(struct replay_args, profile), 0, 0, NULL, "ARCH[,QUIRK...]",
+     "one sim profile: gfx942, gfx950, gfx1250 or gfx1250-rocm7.1, and MORI_SIM_QUIRKS names "
+     "or all (default: every profile with no quirk, each quirk alone and all)"},
+    {0},
+};
+
+int mori_fi_cli_replay(int argc, char **argv);
+
+const cli_command mori_fi_replay_command = {
+    .name = "replay",
+    .run = mori_fi_cli_replay,
+    .summary = "replay one rank's shim trace (MORI_FI_RECORD) on the sim under every profile "
+               "and quirk; the first contract violation of each",
+    .options = replay_options,
+    .operand = "TRACE",
+    .operand_offset = offsetof(struct replay_args, trace),
+};
 
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -68,26 +87,19 @@ static int one(const mori_fi_trace *t, const char *arch, const char *quirks) {
 }
 
 int mori_fi_cli_replay(int argc, char **argv) {
-  const char *path = NULL, *profile = NULL;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) profile = argv[++i];
-    else if (argv[i][0] != '-' && path == NULL) path = argv[i];
-    else return usage();
-  }
-  if (path == NULL) return usage();
+  struct replay_args args = {NULL, NULL};
+  int rc = cli_parse(&mori_fi_replay_command, &args, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  const char *path = args.trace, *profile = args.profile;
   size_t len;
   char *text = read_file(path, &len), err[256];
-  if (text == NULL) {
-    fprintf(stderr, "replay: cannot read %s\n", path);
-    return 2;
-  }
+  if (text == NULL)
+    return cli_usage_error(&mori_fi_replay_command, "cannot read '%s': %s", path,
+                           strerror(errno));
   mori_fi_trace t;
-  int rc = mori_trace_parse(text, len, &t, err, sizeof err);
+  rc = mori_trace_parse(text, len, &t, err, sizeof err);
   free(text);
-  if (rc != 0) {
-    fprintf(stderr, "replay: %s: %s\n", path, err);
-    return 2;
-  }
+  if (rc != 0) return cli_usage_error(&mori_fi_replay_command, "'%s': %s", path, err);
   printf("replay %s: rank %d, %zu calls\n", path, t.rank, t.n);
   fflush(stdout);
   int runs = 0, bad = 0;

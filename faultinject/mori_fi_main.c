@@ -1,27 +1,28 @@
 /*
  * mori_fi_main.c - the mori-fi tool: exhaustive fault injection over the
  * scenarios of scenarios.c (sweep), and the runner a sweep starts under
- * the fault shim for each injection (run-scenario).
+ * the fault shim for each injection (run-scenario).  Grammar and help come
+ * from core/cli/args.c, as for mori-symm.
  */
-#include <stdio.h>
-#include <string.h>
-
 #include "fi_tool.h"
 
-static const struct {
-  const char *name;
-  int (*run)(int argc, char **argv);
-  const char *help;
-} commands[] = {
-    {"sweep", fi_cmd_sweep, "fail every call index of every rank in turn; --list: scenarios"},
-    {"run-scenario", fi_cmd_run_scenario, "run one scenario's ranks (under LD_PRELOAD, MORI_FI)"},
+#include "mori/symm.h"
+
+static const cli_command *const commands[] = {&fi_sweep_command, &fi_run_scenario_command,
+                                              NULL};
+
+static const cli_tool tool = {
+    .name = "mori-fi",
+    .summary = "fault injection for mori-symm: fail every shim call of a scenario in turn",
+    .commands = commands,
+    .details = "environment:\n"
+               "  MORI_FI_PRELOAD=PATH   the fault shim (default ../lib/libmori_faultinject.so "
+               "beside this tool)\n"
+               "  MORI_FI=SCHEDULE, MORI_FI_RECORD=PATH   read by the fault shim itself "
+               "(docs/fault-injection.md)\n",
 };
 
 int main(int argc, char **argv) {
-  for (size_t i = 0; argc > 1 && i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 2, argv + 2);
-  fprintf(stderr, "usage: mori-fi COMMAND [ARGS]\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(stderr, "  %-13s %s\n", commands[i].name, commands[i].help);
-  return 2;
+  (void)mori_symm_log_level(); /* a bad MORI_SYMM_DEBUG is reported once, not per rank */
+  return cli_main(&tool, argc, argv);
 }

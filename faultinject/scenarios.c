@@ -213,19 +213,47 @@ const fi_scenario *fi_scenario_find(const char *name) {
   return NULL;
 }
 
+struct run_args {
+  const char *scenario;
+  int ranks, deadline_ms;
+};
+
+static const cli_option run_options[] = {
+    {"--ranks", CLI_INT, offsetof(struct run_args, ranks), 1, 1024, NULL, "N",
+     "ranks (default 2)"},
+    {"--deadline-ms", CLI_INT, offsetof(struct run_args, deadline_ms), 1, 3600000, NULL, "MS",
+     "kill ranks still running then (default 20000)"},
+    {0},
+};
+
+const cli_command fi_run_scenario_command = {
+    .name = "run-scenario",
+    .run = fi_cmd_run_scenario,
+    .summary = "run one scenario's ranks (what a sweep starts under LD_PRELOAD and MORI_FI)",
+    .options = run_options,
+    .operand = "SCENARIO",
+    .operand_offset = offsetof(struct run_args, scenario),
+};
+
+/* "accepted: basic, interior, ..." for messages. */
+const char *fi_scenario_names(void) {
+  static char names[1024];
+  size_t n = (size_t)snprintf(names, sizeof names, "accepted:");
+  for (const fi_scenario *s = fi_scenarios; s->name && n < sizeof names; s++)
+    n += (size_t)snprintf(names + n, sizeof names - n, "%s %s", s == fi_scenarios ? "" : ",",
+                          s->name);
+  return names;
+}
+
 int fi_cmd_run_scenario(int argc, char **argv) {
-  const fi_scenario *s = argc > 0 ? fi_scenario_find(argv[0]) : NULL;
-  int ranks = 2, deadline_ms = 20000;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) ranks = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--deadline-ms") == 0 && i + 1 < argc) deadline_ms = atoi(argv[++i]);
-    else s = NULL;
-  }
-  if (s == NULL || ranks < 1 || ranks > 1024 || deadline_ms < 1) {
-    fprintf(stderr, "usage: mori-fi run-scenario SCENARIO --ranks N [--deadline-ms MS]\n"
-                    "  (mori-fi sweep --list names the scenarios)\n");
-    return 2;
-  }
+  struct run_args a = {.ranks = 2, .deadline_ms = 20000};
+  int rc = cli_parse(&fi_run_scenario_command, &a, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  const fi_scenario *s = fi_scenario_find(a.scenario);
+  if (s == NULL)
+    return cli_usage_error(&fi_run_scenario_command, "'%s': unknown scenario (%s)", a.scenario,
+                           fi_scenario_names());
+  int ranks = a.ranks, deadline_ms = a.deadline_ms;
   char devices[16];
   snprintf(devices, sizeof devices, "%d", ranks < 8 ? 8 : ranks);
   setenv("MORI_SIM_DEVICES", devices, 0); /* every rank needs a device of its own */

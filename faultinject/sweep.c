@@ -401,13 +401,35 @@ static int loop(const options *o, site *sites, long total, tally *t) {
 
 /* ---- the command ---- */
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: mori-fi sweep --scenario S --ranks N [--modes transient,persistent[,kill]]\n"
-          "                     [--jobs J] [--deadline-ms MS] [--verbose]\n"
-          "       mori-fi sweep --list\n");
-  return 2;
-}
+struct sweep_args {
+  const char *scenario, *modes;
+  int ranks, jobs, deadline_ms, verbose, list;
+};
+
+static const cli_option sweep_options[] = {
+    {"--scenario", CLI_TEXT, offsetof(struct sweep_args, scenario), 0, 0, NULL, "S",
+     "the scenario to sweep (required; --list names them)"},
+    {"--ranks", CLI_INT, offsetof(struct sweep_args, ranks), 1, 1024, NULL, "N",
+     "ranks of the scenario (default 2)"},
+    {"--modes", CLI_TEXT, offsetof(struct sweep_args, modes), 0, 0, NULL, "M[,M...]",
+     "transient, persistent, kill (default transient,persistent)"},
+    {"--jobs", CLI_INT, offsetof(struct sweep_args, jobs), 1, 64, NULL, "J",
+     "runs at once (default 2)"},
+    {"--deadline-ms", CLI_INT, offsetof(struct sweep_args, deadline_ms), 1000, 3600000, NULL,
+     "MS", "a run still going then is a hang (default 20000)"},
+    {"--verbose", CLI_FLAG, offsetof(struct sweep_args, verbose), 0, 0, NULL, NULL,
+     "print every run"},
+    {"--list", CLI_FLAG, offsetof(struct sweep_args, list), 0, 0, NULL, NULL,
+     "list the scenarios and exit"},
+    {0},
+};
+
+const cli_command fi_sweep_command = {
+    .name = "sweep",
+    .run = fi_cmd_sweep,
+    .summary = "fail every call index of every rank in turn, each in a fresh run; judge each",
+    .options = sweep_options,
+};
 
 static int parse_modes(const char *s) {
   int bits = 0;
@@ -478,24 +500,25 @@ static int build_sites(const options *o, int **calls, long *ncalls, site **out, 
 }
 
 int fi_cmd_sweep(int argc, char **argv) {
-  options o = {.ranks = 2, .modes = MODE_TRANSIENT | MODE_PERSISTENT, .jobs = 2,
-               .deadline_ms = 20000};
-  for (int i = 0; i < argc; i++) {
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(argv[i], "--list") == 0) return list();
-    else if (strcmp(argv[i], "--verbose") == 0) o.verbose = 1;
-    else if (v && strcmp(argv[i], "--scenario") == 0) o.scenario = fi_scenario_find(argv[++i]);
-    else if (v && strcmp(argv[i], "--ranks") == 0) o.ranks = atoi(argv[++i]);
-    else if (v && strcmp(argv[i], "--jobs") == 0) o.jobs = atoi(argv[++i]);
-    else if (v && strcmp(argv[i], "--deadline-ms") == 0) o.deadline_ms = atoi(argv[++i]);
-    else if (v && strcmp(argv[i], "--modes") == 0) o.modes = parse_modes(argv[++i]);
-    else return usage();
-  }
-  if (o.scenario == NULL || o.ranks < 1 || o.ranks > 1024 || o.jobs < 1 || o.jobs > 64 ||
-      o.modes <= 0 || o.deadline_ms < 1000)
-    return usage();
+  struct sweep_args a = {.ranks = 2, .jobs = 2, .deadline_ms = 20000};
+  int rc = cli_parse(&fi_sweep_command, &a, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  if (a.list) return list();
+  options o = {.ranks = a.ranks, .modes = MODE_TRANSIENT | MODE_PERSISTENT, .jobs = a.jobs,
+               .deadline_ms = a.deadline_ms, .verbose = a.verbose};
+  if (a.scenario == NULL)
+    return cli_usage_error(&fi_sweep_command, "--scenario is required (--list names them)");
+  o.scenario = fi_scenario_find(a.scenario);
+  if (o.scenario == NULL)
+    return cli_usage_error(&fi_sweep_command, "--scenario '%s': unknown scenario (%s)",
+                           a.scenario, fi_scenario_names());
+  if (a.modes != NULL && (o.modes = parse_modes(a.modes)) <= 0)
+    return cli_usage_error(&fi_sweep_command,
+                           "--modes '%s': unknown mode (accepted: transient, persistent, kill, "
+                           "comma separated)",
+                           a.modes);
   if (find_preload(&o) != 0) {
-    printf("sweep: no fault shim at %s (set MORI_FI_PRELOAD)\n", o.preload);
+    fprintf(stderr, "sweep FAILED: no fault shim at %s (set MORI_FI_PRELOAD)\n", o.preload);
     return 2;
   }
   snprintf(o.dir, sizeof o.dir, "/tmp/mori-fi-sweep-XXXXXX");
@@ -505,7 +528,7 @@ int fi_cmd_sweep(int argc, char **argv) {
   site *sites = NULL;
   tally t = {0};
   double t0 = now_s();
-  int rc = calls && ncalls ? baseline(&o, calls, ncalls) : -1;
+  rc = calls && ncalls ? baseline(&o, calls, ncalls) : -1;
   if (rc == 0) rc = build_sites(&o, calls, ncalls, &sites, &total);
   if (rc == 0) {
     long per = 0;

@@ -344,28 +344,41 @@ static void preload_counting_shim(int argc, char **argv) {
   free(args);
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: mori-symm bench-sim [--ranks N,N,...] [--reps N] [--size BYTES]\n"
-                  "                           [--shim sim|cuda|hip|auto] [--timeout-ms MS]\n"
-                  "  (default --ranks 2,4,8,16 --reps 20 --size 1M --shim sim)\n");
-  return 2;
-}
+struct bench_sim_args {
+  const char *ranks, *shim;
+  size_t size;
+  int reps, deadline_ms;
+};
 
-int cli_bench_sim(int argc, char **argv) {
-  struct bench_args a = {.shim = "sim", .size = 1u << 20, .reps = 20};
-  const char *ranks = "2,4,8,16";
-  int deadline_ms = 600000;
-  for (int i = 0; i < argc; i++) {
-    if (i + 1 < argc && strcmp(argv[i], "--ranks") == 0) ranks = argv[++i];
-    else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) a.reps = atoi(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--size") == 0) a.size = cli_parse_size(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--shim") == 0) a.shim = argv[++i];
-    else if (i + 1 < argc && strcmp(argv[i], "--timeout-ms") == 0) deadline_ms = atoi(argv[++i]);
-    else return usage();
-  }
+static const cli_option bench_sim_options[] = {
+    {"--ranks", CLI_TEXT, offsetof(struct bench_sim_args, ranks), 0, 0, NULL, "N,N,...",
+     "world sizes, rising, each 2 to 1024 (default 2,4,8,16)"},
+    {"--reps", CLI_INT, offsetof(struct bench_sim_args, reps), 1, 100000, NULL, "N",
+     "repetitions of each repeated step (default 20)"},
+    {"--size", CLI_SIZE, offsetof(struct bench_sim_args, size), 1, 16LL << 30, NULL, "BYTES",
+     "block size (default 1M)"},
+    {"--shim", CLI_CHOICE, offsetof(struct bench_sim_args, shim), 0, 0, cli_shims, "SHIM",
+     "GPU shim backend (default sim)"},
+    {"--timeout-ms", CLI_INT, offsetof(struct bench_sim_args, deadline_ms), 1, 3600000, NULL,
+     "MS", "kill a world's ranks still running after MS (default 600000)"},
+    {0},
+};
+
+static int bench_sim_run(int argc, char **argv) {
+  struct bench_sim_args p = {.ranks = "2,4,8,16", .shim = "sim", .size = 1u << 20, .reps = 20,
+                             .deadline_ms = 600000};
+  int rc = cli_parse(&cli_bench_sim_command, &p, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  struct bench_args a = {.shim = p.shim, .size = p.size, .reps = p.reps};
+  const char *ranks = p.ranks;
+  int deadline_ms = p.deadline_ms;
   int worlds[16];
   int nworlds = parse_worlds(ranks, worlds, 16);
-  if (nworlds < 1 || a.reps < 1 || a.size == 0 || deadline_ms < 1) return usage();
+  if (nworlds < 1)
+    return cli_usage_error(&cli_bench_sim_command,
+                           "--ranks '%s': not a list of world sizes (accepted: up to 16 whole "
+                           "numbers, 2 to 1024, rising, comma separated)",
+                           ranks);
   preload_counting_shim(argc, argv);
   a.shim = cli_default_shim(a.shim);
   int seam = mori_fi_loaded();
@@ -435,11 +448,19 @@ int cli_bench_sim(int argc, char **argv) {
   }
   free(wc);
   if (failed || bad || flagged) {
-    printf("bench-sim FAILED: ranks=%s failed_worlds=%d broken_rules=%d flagged=%d\n", ranks,
-           failed, bad, flagged);
+    fprintf(stderr, "bench-sim FAILED: ranks=%s failed_worlds=%d broken_rules=%d flagged=%d\n",
+            ranks, failed, bad, flagged);
     return 1;
   }
   printf("bench-sim ok: ranks=%s steps=%zu rows=%d flagged=0 seam=%s\n", ranks, NSTEPS, rows,
          seam ? "yes" : "no");
   return 0;
 }
+
+const cli_command cli_bench_sim_command = {
+    .name = "bench-sim",
+    .run = bench_sim_run,
+    .summary = "per-rank store ops, datagrams, memops, runtime calls, syscalls and allocations "
+               "per step against world size; O(N^2) growth flagged",
+    .options = bench_sim_options,
+};

@@ -1,19 +1,62 @@
 /*
- * cli.h - the commands of the mori-symm tool and what they share.
+ * cli.h - the commands of the mori-symm tool and what they share: the
+ * option rows and the forked ranks of demo and cycles (ranks.c).
  */
 #ifndef MORI_CLI_H
 #define MORI_CLI_H
 
 #include <stddef.h>
 
-int cli_demo(int argc, char **argv);
-int cli_probe(int argc, char **argv);
-int cli_cycles(int argc, char **argv);
-int cli_bench_sim(int argc, char **argv);
+#include "args.h"
+#include "launch.h"
+
+/* Every command of mori-symm; main.c lists them once. */
+extern const cli_command cli_probe_command;
+extern const cli_command cli_demo_command;
+extern const cli_command cli_cycles_command;
+extern const cli_command cli_bench_sim_command;
+extern const cli_command cli_fsm_command;
+extern const cli_command mori_fi_replay_command; /* faultinject/cli_replay.c */
+
 double cli_now_us(void);
-size_t cli_parse_size(const char *s);
-/* The shim to use: the argument, else MORI_SYMM_SHIM, else "auto" when a
- * GPU runtime library can be loaded, else "sim". */
+
+/* The shim choices of --shim, and the default: the argument, else
+ * MORI_SYMM_SHIM, else "auto" when a GPU runtime library can be loaded,
+ * else "sim". */
+extern const char *const cli_shims[];
 const char *cli_default_shim(const char *arg);
+
+/* ---- forked ranks (ranks.c) ---- */
+
+/* What demo and cycles share, first in their argument structs. */
+typedef struct cli_ranks {
+  int ranks;
+  int per_device; /* 0: not given */
+  const char *shim;
+  int devices;    /* filled by cli_ranks_prepare */
+} cli_ranks;
+
+/* The option rows of a cli_ranks member `r` of type T. */
+#define CLI_RANKS_OPTIONS(T, default_ranks)                                                   \
+  {"--ranks", CLI_INT, offsetof(T, r.ranks), 1, 1024, NULL, "N",                              \
+   "ranks to fork (default " #default_ranks "; at most devices x ranks per device)"},         \
+  {"--ranks-per-device", CLI_INT, offsetof(T, r.per_device), 1, 64, NULL, "N",                \
+   "ranks that may share one device; rank r uses device r mod devices (default 1, or any "   \
+   "with MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1)"},                                       \
+  {"--shim", CLI_CHOICE, offsetof(T, r.shim), 0, 0, cli_shims, "SHIM",                        \
+   "GPU shim backend (default MORI_SYMM_SHIM, else auto where a GPU runtime loads, else "    \
+   "sim)"}
+
+/* Resolves the shim, counts its devices (in a forked child: a GPU runtime
+ * must not come up before the ranks fork) and checks --ranks against
+ * devices x ranks per device.  Ranks beyond the device count share
+ * devices: then overlapping devices are allowed for them.
+ * Returns 0, or the command's exit status after printing why. */
+int cli_ranks_prepare(const cli_command *cmd, cli_ranks *r);
+
+/* Prints the ranks' lines: a succeeded rank's report on stdout; failures on
+ * stderr, each distinct message once with the ranks that gave it, the
+ * first as "<command> FAILED: ...".  Returns the number that failed. */
+int cli_ranks_report(const cli_command *cmd, int ranks, mori_rank_result *res, int deadline_ms);
 
 #endif

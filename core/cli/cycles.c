@@ -14,13 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch.h"
 #include "mori/symm.h"
 
 struct cycles_args {
-  int ranks, count;
+  cli_ranks r;
+  int count;
   size_t size;
-  const char *shim;
 };
 
 static long used_bytes(void) {
@@ -48,7 +47,7 @@ static int one_cycle(const mori_rank_ctx *ctx, const struct cycles_args *a, int 
 static int cycles_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   const struct cycles_args *a = ctx->arg;
   int ndev = 0;
-  if (mori_shim_select(a->shim) != 0 || mori_hipGetDeviceCount(&ndev) != hipSuccess) {
+  if (mori_shim_select(a->r.shim) != 0 || mori_hipGetDeviceCount(&ndev) != hipSuccess) {
     snprintf(msg, msglen, "rank %d: %s", ctx->rank, mori_shim_message());
     return 1;
   }
@@ -64,37 +63,53 @@ static int cycles_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   long mem1 = used_bytes();
   int fd_growth = mori_count_fds() - fds0;
   long ledger = mori_shim_ledger_total() - ledger0;
-  snprintf(msg, msglen, "rank %d ok cycle_us=%.0f fd_growth=%d ledger_growth=%ld devmem_growth=%ld%s",
-           ctx->rank, per, fd_growth, ledger, mem0 >= 0 && mem1 >= 0 ? mem1 - mem0 : 0,
-           mem0 < 0 ? " (device memory not reported by this backend)" : "");
+  long devmem = mem0 >= 0 && mem1 >= 0 ? mem1 - mem0 : 0;
   long leak_floor = (long)(a->size * (size_t)(a->count - warm) / 2);
-  return fd_growth != 0 || ledger != 0 ||
-         (mem0 >= 0 && mem1 >= 0 && mem1 - mem0 >= leak_floor && leak_floor > 0);
+  int grew = fd_growth != 0 || ledger != 0 || (mem0 >= 0 && mem1 >= 0 && devmem >= leak_floor &&
+                                                leak_floor > 0);
+  snprintf(msg, msglen, "rank %d%s cycle_us=%.0f fd_growth=%d ledger_growth=%ld devmem_growth=%ld%s",
+           ctx->rank, grew ? ": growth:" : " ok", per, fd_growth, ledger, devmem,
+           mem0 < 0 ? " (device memory not reported by this backend)" : "");
+  return grew;
 }
 
-int cli_cycles(int argc, char **argv) {
-  struct cycles_args a = {.ranks = 2, .count = 1000, .size = 1u << 20, .shim = NULL};
-  for (int i = 0; i < argc; i++) {
-    if (i + 1 < argc && strcmp(argv[i], "--ranks") == 0) a.ranks = atoi(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--count") == 0) a.count = atoi(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--size") == 0) a.size = cli_parse_size(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--shim") == 0) a.shim = argv[++i];
-    else {
-      fprintf(stderr, "usage: mori-symm cycles [--ranks N] [--count N] [--size B] [--shim S]\n");
-      return 2;
-    }
-  }
-  if (a.ranks < 1 || a.count < 1 || a.size == 0) return 2;
-  a.shim = cli_default_shim(a.shim);
-  printf("cycles: %d ranks, %d x (alloc %zu bytes, rendezvous, barrier, free), shim %s\n",
-         a.ranks, a.count, a.size, a.shim);
+static const cli_option cycles_options[] = {
+    CLI_RANKS_OPTIONS(struct cycles_args, 2),
+    {"--count", CLI_INT, offsetof(struct cycles_args, count), 1, 1000000, NULL, "N",
+     "cycles per rank, the first min(10, N) a warm-up (default 1000)"},
+    {"--size", CLI_SIZE, offsetof(struct cycles_args, size), 1, 16LL << 30, NULL, "BYTES",
+     "bytes allocated per cycle (default 1M)"},
+    {0},
+};
+
+#define CYCLES_DEADLINE_MS 600000
+
+static int cycles_run(int argc, char **argv) {
+  struct cycles_args a = {.r = {.ranks = 2}, .count = 1000, .size = 1u << 20};
+  int rc = cli_parse(&cli_cycles_command, &a, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  rc = cli_ranks_prepare(&cli_cycles_command, &a.r);
+  if (rc != 0) return rc;
+  printf("cycles: %d ranks on %d device(s), %d x (alloc %zu bytes, rendezvous, barrier, free), "
+         "shim %s\n",
+         a.r.ranks, a.r.devices, a.count, a.size, a.r.shim);
   fflush(stdout);
-  mori_rank_result *res = calloc((size_t)a.ranks, sizeof *res);
-  int failed = mori_launch(a.ranks, cycles_rank, &a, 600000, res);
-  for (int r = 0; r < a.ranks; r++)
-    printf("  %s\n", res[r].hung ? "hung" : res[r].msg[0] ? res[r].msg : "no report");
-  printf(failed ? "cycles FAILED: ranks=%d count=%d\n" : "cycles ok: ranks=%d count=%d\n",
-         a.ranks, a.count);
+  mori_rank_result *res = calloc((size_t)a.r.ranks, sizeof *res);
+  if (res == NULL) {
+    fprintf(stderr, "cycles FAILED: out of host memory\n");
+    return 1;
+  }
+  (void)mori_launch(a.r.ranks, cycles_rank, &a, CYCLES_DEADLINE_MS, res);
+  int failed = cli_ranks_report(&cli_cycles_command, a.r.ranks, res, CYCLES_DEADLINE_MS);
+  if (failed == 0) printf("cycles ok: ranks=%d count=%d\n", a.r.ranks, a.count);
   free(res);
   return failed ? 1 : 0;
 }
+
+const cli_command cli_cycles_command = {
+    .name = "cycles",
+    .run = cycles_run,
+    .summary = "alloc, rendezvous, barrier, free, repeated in N ranks: no growth of fds, shim "
+               "ledger or device memory",
+    .options = cycles_options,
+};

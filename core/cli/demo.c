@@ -9,14 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "launch.h"
 #include "mori/symm.h"
 
 struct demo_args {
-  int ranks;
+  cli_ranks r;
   size_t size;        /* bytes per rank buffer */
-  const char *shim;
+  int deadline_ms;    /* the launcher kills ranks still running then */
+  int exit_live;      /* end with the window live: teardown is the exit hook's */
   int cached_calls;   /* cached rendezvous calls timed */
   int barriers;       /* barriers timed */
 };
@@ -100,11 +101,30 @@ static int signals(const mori_rank_ctx *ctx, mori_window *w, struct rank_report 
   return 0;
 }
 
+/* --exit-live: the rank returns with its window live and its block
+ * allocated, so the core's exit hook tears everything down.  This hook is
+ * registered before the first allocation registers the core's, so it runs
+ * after it (atexit is last in, first out) and fails the rank's exit status
+ * if the teardown left anything in the shim's ledger. */
+static int exit_rank = -1;
+static void check_exit_teardown(void) {
+  long live = mori_shim_ledger_total();
+  if (live == 0) return;
+  fprintf(stderr, "rank %d: the exit teardown left %ld resources live:\n", exit_rank, live);
+  mori_shim_ledger_report(stderr);
+  fflush(stderr);
+  _exit(3);
+}
+
 static int demo_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   const struct demo_args *a = ctx->arg;
   struct rank_report rep = {0};
   int ndev = 0;
-  if (mori_shim_select(a->shim) != 0) {
+  if (a->exit_live) {
+    exit_rank = ctx->rank;
+    atexit(check_exit_teardown);
+  }
+  if (mori_shim_select(a->r.shim) != 0) {
     snprintf(msg, msglen, "rank %d: %s", ctx->rank, mori_shim_message());
     return 1;
   }
@@ -155,6 +175,14 @@ static int demo_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   /* Teardown is local; no rank may unmap while a peer still writes. */
   TRY(mori_window_barrier(w, 0, NULL, 0), "final barrier");
   TRY_HIP(mori_hipDeviceSynchronize(), "synchronize before teardown");
+  if (a->exit_live) {
+    snprintf(msg, msglen,
+             "rank %d ok init_us=%.0f alloc_us=%.0f rendezvous_us=%.0f cached_us=%.3f "
+             "barrier_us=%.1f a2a_us=%.0f bytes=%zu live=%ld (torn down at exit)",
+             ctx->rank, rep.init_us, rep.alloc_us, rep.rendezvous_us, rep.cached_us,
+             rep.barrier_us, rep.a2a_us, rep.bytes_verified, mori_shim_ledger_total());
+    return 0;
+  }
   TRY(mori_symm_free(base), "free");
   TRY(mori_symm_release_all(), "release_all");
   rep.leaks = mori_shim_ledger_total();
@@ -172,61 +200,72 @@ static double field(const char *line, const char *key) {
   return p ? strtod(p + strlen(key), NULL) : 0;
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: mori-symm demo [--ranks N] [--size BYTES] [--shim sim|cuda|hip|auto]\n"
-                  "                      [--timeout-ms MS]\n");
-  return 2;
-}
+static const cli_option demo_options[] = {
+    CLI_RANKS_OPTIONS(struct demo_args, 4),
+    {"--size", CLI_SIZE, offsetof(struct demo_args, size), 2, 16LL << 30, NULL, "BYTES",
+     "buffer per rank, half sent, half received (default 8M; at least 2 per rank)"},
+    {"--timeout-ms", CLI_INT, offsetof(struct demo_args, deadline_ms), 1000, 3600000, NULL, "MS",
+     "kill ranks still running after MS (default 120000)"},
+    {"--exit-live", CLI_FLAG, offsetof(struct demo_args, exit_live), 0, 0, NULL, NULL,
+     "end with the window live and the block allocated: the exit hook tears down, and a rank "
+     "fails if that leaves anything"},
+    {0},
+};
 
-int cli_demo(int argc, char **argv) {
-  struct demo_args a = {.ranks = 4, .size = 8u << 20, .shim = NULL, .cached_calls = 1000,
-                        .barriers = 100};
-  int deadline_ms = 120000;
-  for (int i = 0; i < argc; i++) {
-    if (i + 1 < argc && strcmp(argv[i], "--ranks") == 0) a.ranks = atoi(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--size") == 0) a.size = cli_parse_size(argv[++i]);
-    else if (i + 1 < argc && strcmp(argv[i], "--shim") == 0) a.shim = argv[++i];
-    else if (i + 1 < argc && strcmp(argv[i], "--timeout-ms") == 0) deadline_ms = atoi(argv[++i]);
-    else return usage();
-  }
-  if (a.ranks < 1 || a.ranks > 1024 || a.size < (size_t)a.ranks * 2) return usage();
-  a.shim = cli_default_shim(a.shim);
-  char n[16];
-  snprintf(n, sizeof n, "%d", a.ranks);
-  if (strcmp(a.shim, "sim") == 0 && a.ranks > 8) setenv("MORI_SIM_DEVICES", n, 0);
-  printf("demo: %d ranks, %zu bytes per rank, shim %s\n", a.ranks, a.size, a.shim);
+static int demo_run(int argc, char **argv) {
+  struct demo_args a = {.r = {.ranks = 4}, .size = 8u << 20, .deadline_ms = 120000,
+                        .cached_calls = 1000, .barriers = 100};
+  int rc = cli_parse(&cli_demo_command, &a, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  if (a.size < (size_t)a.r.ranks * 2)
+    return cli_usage_error(&cli_demo_command,
+                           "--size '%zu' is too small for %d ranks (accepted: at least 2 bytes "
+                           "per rank, %d)",
+                           a.size, a.r.ranks, a.r.ranks * 2);
+  rc = cli_ranks_prepare(&cli_demo_command, &a.r);
+  if (rc != 0) return rc;
+  printf("demo: %d ranks on %d device(s), %zu bytes per rank, shim %s\n", a.r.ranks,
+         a.r.devices, a.size, a.r.shim);
   fflush(stdout);
 
-  mori_rank_result *res = calloc((size_t)a.ranks, sizeof *res);
-  int failed = mori_launch(a.ranks, demo_rank, &a, deadline_ms, res);
+  mori_rank_result *res = calloc((size_t)a.r.ranks, sizeof *res);
+  if (res == NULL) {
+    fprintf(stderr, "demo FAILED: out of host memory\n");
+    return 1;
+  }
+  (void)mori_launch(a.r.ranks, demo_rank, &a, a.deadline_ms, res);
+  int failed = cli_ranks_report(&cli_demo_command, a.r.ranks, res, a.deadline_ms);
   double rdv = 0, cached = 0, barrier = 0, a2a = 0, alloc = 0, init = 0;
   size_t bytes = 0;
   long leaks = 0;
-  const char *first_failure = NULL;
-  for (int r = 0; r < a.ranks; r++) {
-    const mori_rank_result *x = &res[r];
-    if (x->hung) snprintf(((mori_rank_result *)x)->msg, sizeof x->msg, "rank %d hung: killed at the %d ms deadline", r, deadline_ms);
-    else if (x->signal) snprintf(((mori_rank_result *)x)->msg, sizeof x->msg, "rank %d died of signal %d", r, x->signal);
-    printf("  %s\n", x->msg);
-    if ((x->hung || x->signal || x->exit_code) && first_failure == NULL) first_failure = x->msg;
-    init = init > field(x->msg, "init_us=") ? init : field(x->msg, "init_us=");
-    alloc = alloc > field(x->msg, " alloc_us=") ? alloc : field(x->msg, " alloc_us=");
-    rdv = rdv > field(x->msg, "rendezvous_us=") ? rdv : field(x->msg, "rendezvous_us=");
-    cached += field(x->msg, "cached_us=") / a.ranks;
-    barrier += field(x->msg, "barrier_us=") / a.ranks;
-    a2a = a2a > field(x->msg, "a2a_us=") ? a2a : field(x->msg, "a2a_us=");
-    bytes += (size_t)field(x->msg, "bytes=");
-    leaks += (long)field(x->msg, "leaks=");
+  for (int r = 0; r < a.r.ranks && failed == 0; r++) {
+    const char *m = res[r].msg;
+    init = init > field(m, "init_us=") ? init : field(m, "init_us=");
+    alloc = alloc > field(m, " alloc_us=") ? alloc : field(m, " alloc_us=");
+    rdv = rdv > field(m, "rendezvous_us=") ? rdv : field(m, "rendezvous_us=");
+    cached += field(m, "cached_us=") / a.r.ranks;
+    barrier += field(m, "barrier_us=") / a.r.ranks;
+    a2a = a2a > field(m, "a2a_us=") ? a2a : field(m, "a2a_us=");
+    bytes += (size_t)field(m, "bytes=");
+    leaks += (long)field(m, "leaks=");
   }
   if (failed == 0) {
-    size_t moved = bytes / (size_t)a.ranks * (size_t)(a.ranks - 1);
-    printf("timings: runtime init + first alloc/free %.0f us, alloc %.0f us, first rendezvous %.0f us, cached rendezvous %.3f us, "
-           "barrier %.1f us, all-to-all %.0f us (%.2f GB/s aggregate, peers only)\n",
+    size_t moved = bytes / (size_t)a.r.ranks * (size_t)(a.r.ranks - 1);
+    printf("timings: runtime init + first alloc/free %.0f us, alloc %.0f us, first rendezvous "
+           "%.0f us, cached rendezvous %.3f us, barrier %.1f us, all-to-all %.0f us (%.2f GB/s "
+           "aggregate, peers only)\n",
            init, alloc, rdv, cached, barrier, a2a, a2a > 0 ? (double)moved / a2a / 1e3 : 0.0);
-    printf("demo ok: ranks=%d bytes=%zu leaks=%ld\n", a.ranks, bytes, leaks);
-  } else {
-    printf("demo FAILED: %s\n", first_failure ? first_failure : "unknown");
+    printf("demo ok: ranks=%d bytes=%zu leaks=%ld%s\n", a.r.ranks, bytes, leaks,
+           a.exit_live ? " (teardown at exit, checked by each rank)" : "");
   }
   free(res);
   return failed == 0 ? 0 : 1;
 }
+
+const cli_command cli_demo_command = {
+    .name = "demo",
+    .run = demo_run,
+    .summary = "N forked ranks: alloc, rendezvous, all-to-all, barriers, verify every byte, "
+               "teardown, count leaks",
+    .options = demo_options,
+};

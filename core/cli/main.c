@@ -1,5 +1,6 @@
 /*
- * main.c - the mori-symm command line: probe, demo, fsm --dot.
+ * main.c - the mori-symm command line: the one list of its commands, and
+ * the small ones (probe, fsm).  Grammar and help come from args.c.
  */
 #include "cli.h"
 
@@ -19,16 +20,7 @@ double cli_now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-size_t cli_parse_size(const char *s) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  static const struct { char suffix; double scale; } units[] = {
-      {'K', 1024.0}, {'k', 1024.0}, {'M', 1048576.0}, {'m', 1048576.0},
-      {'G', 1073741824.0}, {'g', 1073741824.0}};
-  for (size_t i = 0; end && *end && i < sizeof units / sizeof units[0]; i++)
-    if (*end == units[i].suffix) v *= units[i].scale;
-  return v > 0 ? (size_t)v : 0;
-}
+const char *const cli_shims[] = {"sim", "cuda", "hip", "auto", NULL};
 
 /* Loading a runtime library does not initialize it, so forked ranks can
  * still bring it up themselves. */
@@ -51,22 +43,30 @@ const char *cli_default_shim(const char *arg) {
   return runtime_present() ? "auto" : "sim";
 }
 
-int cli_probe(int argc, char **argv) {
-  const char *shim = NULL;
-  for (int i = 0; i < argc; i++) {
-    if (i + 1 < argc && strcmp(argv[i], "--shim") == 0) shim = argv[++i];
-    else {
-      fprintf(stderr, "usage: mori-symm probe [--shim sim|cuda|hip|auto]\n");
-      return 2;
-    }
-  }
-  if (mori_shim_select(cli_default_shim(shim)) != 0) {
-    printf("probe FAILED: %s\n", mori_shim_message());
+/* ---- probe ---- */
+
+struct probe_args {
+  const char *shim;
+};
+
+static const cli_option probe_options[] = {
+    {"--shim", CLI_CHOICE, offsetof(struct probe_args, shim), 0, 0, cli_shims, "SHIM",
+     "GPU shim backend (default MORI_SYMM_SHIM, else auto where a GPU runtime loads, else sim)"},
+    {0},
+};
+
+static int probe_run(int argc, char **argv) {
+  struct probe_args a = {NULL};
+  int rc = cli_parse(&cli_probe_command, &a, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  const char *shim = cli_default_shim(a.shim);
+  if (mori_shim_select(shim) != 0) {
+    fprintf(stderr, "probe FAILED: shim %s: %s\n", shim, mori_shim_message());
     return 1;
   }
   int ndev = 0;
   if (mori_hipGetDeviceCount(&ndev) != hipSuccess) {
-    printf("probe FAILED: hipGetDeviceCount: %s\n", mori_shim_message());
+    fprintf(stderr, "probe FAILED: hipGetDeviceCount: %s\n", mori_shim_message());
     return 1;
   }
   int version = mori_shim_runtime_version();
@@ -77,42 +77,80 @@ int cli_probe(int argc, char **argv) {
     char why[256];
     if (mori_symm_probe(d, &type, why, sizeof why) != 0) {
       printf("%-7d %-10s %s\n", d, "error", mori_last_error());
+      fprintf(stderr, "probe FAILED: device %d: %s\n", d, mori_last_error());
       return 1;
     }
     printf("%-7d %-10s %s\n", d, type == hipMemHandleTypeFabric ? "fabric" : "posix_fd", why);
   }
   long leaks = mori_shim_ledger_total();
-  printf("probe ok: devices=%d leaks=%ld\n", ndev, leaks);
-  return leaks == 0 ? 0 : 1;
-}
-
-static int cli_fsm(int argc, char **argv) {
-  if (argc == 1 && strcmp(argv[0], "--dot") == 0) {
-    mori_fsm_write_dot(stdout);
-    return 0;
+  if (leaks != 0) {
+    fprintf(stderr, "probe FAILED: devices=%d leaks=%ld\n", ndev, leaks);
+    return 1;
   }
-  fprintf(stderr, "usage: mori-symm fsm --dot\n");
-  return 2;
+  printf("probe ok: devices=%d leaks=%ld\n", ndev, leaks);
+  return 0;
 }
 
-static const struct {
-  const char *name;
-  int (*run)(int argc, char **argv);
-  const char *help;
-} commands[] = {
-    {"probe", cli_probe, "per-device table: the handle type chosen and why"},
-    {"demo", cli_demo, "N ranks: alloc, rendezvous, all-to-all, barriers, verify, teardown"},
-    {"cycles", cli_cycles, "alloc/rendezvous/barrier/free repeated: fd, ledger, memory growth"},
-    {"bench-sim", cli_bench_sim, "per-rank store ops, datagrams, memops, syscalls vs world size"},
-    {"replay", mori_fi_cli_replay, "TRACE [--profile ARCH[,QUIRK...]]: replay a shim trace on the sim"},
-    {"fsm", cli_fsm, "--dot: the window state machine as a Graphviz diagram"},
+const cli_command cli_probe_command = {
+    .name = "probe",
+    .run = probe_run,
+    .summary = "per device: the handle type the probe chooses (fabric or posix_fd) and why",
+    .options = probe_options,
+};
+
+/* ---- fsm ---- */
+
+struct fsm_args {
+  int dot;
+};
+
+static const cli_option fsm_options[] = {
+    {"--dot", CLI_FLAG, offsetof(struct fsm_args, dot), 0, 0, NULL, NULL,
+     "print the diagram as Graphviz DOT (required: the one output so far)"},
+    {0},
+};
+
+static int fsm_run(int argc, char **argv) {
+  struct fsm_args a = {0};
+  int rc = cli_parse(&cli_fsm_command, &a, argc, argv);
+  if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
+  if (!a.dot) return cli_usage_error(&cli_fsm_command, "--dot is required");
+  mori_fsm_write_dot(stdout);
+  return 0;
+}
+
+const cli_command cli_fsm_command = {
+    .name = "fsm",
+    .run = fsm_run,
+    .summary = "the window state machine, drawn from its transition table",
+    .options = fsm_options,
+};
+
+/* ---- the tool ---- */
+
+static const cli_command *const commands[] = {
+    &cli_probe_command, &cli_demo_command,       &cli_cycles_command,
+    &cli_bench_sim_command, &mori_fi_replay_command, &cli_fsm_command, NULL,
+};
+
+static const cli_tool tool = {
+    .name = "mori-symm",
+    .summary = "MORI, a torch SymmetricMemory backend over HIP VMM: probe, run and check it",
+    .commands = commands,
+    .details =
+        "environment:\n"
+        "  MORI_SYMM_SHIM=auto|sim|cuda|hip   the shim backend (as --shim)\n"
+        "  MORI_SIM_ARCH=gfx942|gfx950|gfx1250|gfx1250-rocm7.1, MORI_SIM_QUIRKS=LIST|all,\n"
+        "  MORI_SIM_DEVICES=N (default 8, at most 1024)   the sim's profile, defects, devices\n"
+        "  MORI_SYMM_DEBUG=WARN|INFO|TRACE    log to stderr\n"
+        "  MORI_SYMM_TIMEOUT_MS=MS            rendezvous and signal timeout (default 30000)\n"
+        "  MORI_SYMM_TEARDOWN=0               leave windows mapped at exit\n"
+        "  MORI_SHIM_LEDGER_REPORT=1          print the shim's ledger at exit\n"
+        "  MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1   several ranks may share a device\n"
+        "mori-fi (beside mori-symm): fault-injection sweeps; mori-fi --help.\n",
 };
 
 int main(int argc, char **argv) {
-  for (size_t i = 0; argc > 1 && i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 2, argv + 2);
-  fprintf(stderr, "usage: mori-symm COMMAND [ARGS]\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(stderr, "  %-6s %s\n", commands[i].name, commands[i].help);
-  return 2;
+  (void)mori_symm_log_level(); /* a bad MORI_SYMM_DEBUG is reported once, not per rank */
+  return cli_main(&tool, argc, argv);
 }

@@ -137,7 +137,12 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
     if (nl) *nl = '\0';
     hung_pipe[r] = pfd[r].fd >= 0;
     if (pfd[r].fd >= 0) close(pfd[r].fd);
-    if (pids[r] <= 0) { failed++; snprintf(results[r].msg, sizeof results[r].msg, "fork failed"); continue; }
+    if (pids[r] <= 0) {
+      failed++;
+      results[r].exit_code = 127; /* a failure to whoever reads only the results */
+      snprintf(results[r].msg, sizeof results[r].msg, "rank %d: fork failed", r);
+      continue;
+    }
     int st = 0;
     pid_t w = hung_pipe[r] ? 0 : waitpid(pids[r], &st, 0);
     if (w == 0) {

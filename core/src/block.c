@@ -242,9 +242,9 @@ int mori_symm_alloc(size_t size, int device, void **ptr) {
   if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
   int rc = alloc_block(b, size, device);
   if (rc == 0) {
-    MORI_LOG(MORI_LOG_INFO, -1, -1, "alloc %zu bytes on device %d: base %p, %zu physical, %s",
-             size, device, b->base, b->alloc_size,
-             b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd");
+    MORI_LOG_DEVICE(MORI_LOG_INFO, device, "alloc %zu bytes: base %p, %zu physical, %s", size,
+                    b->base, b->alloc_size,
+                    b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd");
     *ptr = b->base; /* read before another thread can reach (and free) it */
     pthread_mutex_lock(&mori__lock);
     rc = table_insert(b);

@@ -74,19 +74,42 @@ int mori__log_level(void) {
   l = 0;
   for (size_t i = 0; s && i < sizeof log_levels / sizeof log_levels[0]; i++)
     if (strcasecmp(s, log_levels[i].name) == 0) l = log_levels[i].level;
-  atomic_store(&level, l);
+  /* A misspelt level would otherwise leave the user without logs, silently;
+   * the thread that stores the verdict first reports it, so once. */
+  if (atomic_exchange(&level, l) == -1 && l == 0 && s != NULL && *s != '\0')
+    fprintf(stderr, "mori-symm: MORI_SYMM_DEBUG=%s is not a level (WARN, INFO or TRACE): "
+                    "logging stays off\n", s);
   return l;
 }
 
-void mori__log(int level, int rank, long window, const char *fmt, ...) {
+int mori_symm_log_level(void) { return mori__log_level(); }
+
+/* One line: "[mori-symm LEVEL <subject>] message". */
+static void vlog(int level, const char *subject, const char *fmt, va_list ap) {
   char line[1024];
-  int n = snprintf(line, sizeof line, "[mori-symm %s rank %d window %ld] ",
-                   log_levels[level - 1].name, rank, window);
+  int n = snprintf(line, sizeof line, "[mori-symm %s%s%s] ", log_levels[level - 1].name,
+                   subject[0] ? " " : "", subject);
+  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  fprintf(stderr, "%s\n", line);
+}
+
+void mori__log(int level, int rank, long window, const char *fmt, ...) {
+  char subject[64] = "";
+  if (rank >= 0 && window >= 0) snprintf(subject, sizeof subject, "rank %d window %ld", rank, window);
+  else if (rank >= 0) snprintf(subject, sizeof subject, "rank %d", rank);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  vlog(level, subject, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "%s\n", line);
+}
+
+void mori__log_device(int level, int device, const char *fmt, ...) {
+  char subject[32];
+  snprintf(subject, sizeof subject, "device %d", device);
+  va_list ap;
+  va_start(ap, fmt);
+  vlog(level, subject, fmt, ap);
+  va_end(ap);
 }
 
 size_t mori__round_up(size_t n, size_t to) { return to ? (n + to - 1) / to * to : n; }

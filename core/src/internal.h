@@ -25,6 +25,13 @@ void mori__log(int level, int rank, long window, const char *fmt, ...)
   do {                                                                               \
     if (mori__log_level() >= (level)) mori__log((level), (rank), (window), __VA_ARGS__); \
   } while (0)
+/* Lines about a block, which has a device but no rank or window yet. */
+void mori__log_device(int level, int device, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define MORI_LOG_DEVICE(level, device, ...)                                           \
+  do {                                                                                \
+    if (mori__log_level() >= (level)) mori__log_device((level), (device), __VA_ARGS__); \
+  } while (0)
 
 size_t mori__round_up(size_t n, size_t to);
 /* 16 bytes of the host's boot id, so ranks can tell whether they share a host. */

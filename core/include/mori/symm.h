@@ -34,6 +34,10 @@ void mori_symm_set_timeout_ms(int ms);
 int mori_symm_timeout_ms(void);
 /* Teardown on by default; MORI_SYMM_TEARDOWN=0 leaves windows mapped at exit. */
 int mori_symm_teardown_enabled(void);
+/* MORI_SYMM_DEBUG's level (0 off, 1 WARN, 2 INFO, 3 TRACE), read once per
+ * process; an unknown value is reported on stderr then.  A launcher calls
+ * it before forking, so that its ranks inherit the verdict. */
+int mori_symm_log_level(void);
 /* Several ranks of a group on one device of one host are refused unless
  * allowed (torch's TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, which the torch
  * adapter passes on): 1 allows, 0 refuses, -1 (the default) defers to
