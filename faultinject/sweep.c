@@ -9,6 +9,7 @@
 #include "fi_tool.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "mori/fi.h"
+#include "mori/symm.h"
 
 extern char **environ;
 
@@ -445,19 +447,22 @@ static int parse_modes(const char *s) {
   return bits;
 }
 
-/* The fault shim: MORI_FI_PRELOAD, else lib/ beside the bin/ of this tool. */
+/* The fault shim: MORI_FI_PRELOAD, else the one beside libmori_core.so,
+ * wherever the build or the install put the libraries. */
 static int find_preload(options *o) {
   const char *env = getenv("MORI_FI_PRELOAD");
   ssize_t n = readlink("/proc/self/exe", o->self, sizeof o->self - 1);
   if (n <= 0) return -1;
   o->self[n] = '\0';
-  if (env && *env) snprintf(o->preload, sizeof o->preload, "%s", env);
-  else {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", o->self);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    snprintf(o->preload, sizeof o->preload, "%s/../lib/libmori_faultinject.so", dir);
+  Dl_info core;
+  if (env && *env) {
+    snprintf(o->preload, sizeof o->preload, "%s", env);
+  } else if (dladdr((void *)mori_symm_alloc, &core) != 0 && core.dli_fname != NULL) {
+    const char *slash = strrchr(core.dli_fname, '/');
+    snprintf(o->preload, sizeof o->preload, "%.*s/libmori_faultinject.so",
+             slash ? (int)(slash - core.dli_fname) : 1, slash ? core.dli_fname : ".");
+  } else {
+    return -1;
   }
   return access(o->preload, R_OK);
 }

@@ -1,0 +1,50 @@
+#!/bin/sh
+# The installed package as a user meets it.  install_check.sh STEP PREFIX ...
+#   tree BUILD                 cmake --install BUILD into a fresh PREFIX
+#   pkg-config SRC WORK        cc + `pkg-config --cflags --libs mori-symm`, run
+#   find-package SRC WORK      a CMake project with find_package(mori_symm), run
+#   tools                      PREFIX/bin/mori-symm and mori-fi, from the prefix
+set -eu
+step=$1 prefix=$2
+shift 2
+case $step in
+tree)
+  rm -rf "$prefix"
+  cmake --install "$1" --prefix "$prefix" >/dev/null
+  for f in lib/libmori_core.so lib/libmori_hip_shim.so lib/libmori_faultinject.so \
+           include/mori/symm.h include/mori/hip_shim.h include/mori/error.h \
+           include/mori/store.h include/mori/fi.h bin/mori-symm bin/mori-fi \
+           lib/pkgconfig/mori-symm.pc lib/cmake/mori_symm/mori_symmConfig.cmake \
+           lib/cmake/mori_symm/mori_symmConfigVersion.cmake; do
+    [ -e "$prefix/$f" ] || { echo "missing from the install: $f"; exit 1; }
+  done
+  echo "installed into $prefix: $(find "$prefix" -type f | wc -l) files"
+  ;;
+pkg-config)
+  src=$1 work=$2
+  rm -rf "$work" && mkdir -p "$work"
+  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+  echo "pkg-config: $(pkg-config --modversion mori-symm): $(pkg-config --cflags --libs mori-symm)"
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "$src/consumer.c" -o "$work/consumer" \
+     $(pkg-config --cflags --libs mori-symm)
+  LD_LIBRARY_PATH="$prefix/lib" "$work/consumer"
+  ;;
+find-package)
+  src=$1 work=$2
+  rm -rf "$work"
+  cmake -S "$src" -B "$work" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$work" >/dev/null
+  "$work/consumer"   # the imported targets' location is in its build RPATH
+  ;;
+tools)
+  "$prefix/bin/mori-symm" --help | grep -q "usage: mori-symm demo"
+  "$prefix/bin/mori-fi" --help | grep -q "usage: mori-fi sweep"
+  "$prefix/bin/mori-symm" demo --ranks 2 --size 64K --shim sim | tail -1
+  "$prefix/bin/mori-symm" fsm --dot | head -1
+  # mori-fi finds the installed fault shim beside the installed libmori_core.so.
+  env -u MORI_FI_PRELOAD "$prefix/bin/mori-fi" sweep --scenario basic --ranks 1 \
+    --modes transient --jobs 1 | tail -1
+  ;;
+*) echo "unknown step $step"; exit 2 ;;
+esac
