@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The torch adapter on a GPU host: install the mori package into the current
-# environment (its torch; no network, no build isolation), then the pytest
-# suite over 2 GPUs (or 1), the example and the all-to-all benchmark.  Each
-# step logs to $OUT/<step>.log (default ./gpu-results/torch) and the suite
-# goes on past a failed step; the exit status is nonzero if any failed.
+# environment (its torch; no network, no build isolation), then the
+# conformance suite (every check on torch's built-in backend and on MORI,
+# side by side, with the control-path timings of both) and MORI's own pytest
+# suite.  Each step logs to $OUT/<step>.log (default ./gpu-results/torch);
+# the conformance table and timings land in $OUT/conformance/{table,timings}.md
+# and results.json.  The suite goes on past a failed step; the exit status is
+# nonzero if any failed.  About 5-6 minutes on 2 GPUs, the build included.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -39,11 +42,11 @@ cmake_install() {
     rm -rf "$STAGE" && cmake --install build-torch --prefix "$STAGE"
 }
 
-NGPU=$("$PY" -c 'import torch; print(min(2, torch.cuda.device_count()))' 2>/dev/null || echo 0)
+NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 {
   echo "python: $(command -v "$PY") ($("$PY" --version 2>&1))"
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip, "gpus", torch.cuda.device_count())'
-  echo "ranks: $NGPU"
+  "$PY" -c 'import pytest; print("pytest", pytest.__version__)' || echo "pytest: missing"
 } 2>&1 | tee "$OUT/env.log"
 
 step install "$PY" -m pip install --no-build-isolation -v .
@@ -55,15 +58,25 @@ fi
 step import bash -c "cd /tmp && '$PY' -c 'import mori.allocator as m, torch.distributed._symmetric_memory as s; s.set_backend(\"MORI\"); print(\"mori.allocator from\", m.__file__, \"shim\", m.shim_backend())'"
 
 if [ "$NGPU" -ge 1 ]; then
-  step pytest "$PY" -m pytest -v -s -rA --junitxml="$OUT/pytest.xml" torch/tests
-  step example "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" examples/all2all_torch.py
-  step bench "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" bench/all2all.py
+  # run.py runs the worlds (conftest.py calls it) and writes results.json,
+  # table.md and timings.md under $OUT/conformance; pytest turns each
+  # (check, backend) into a test: a check that passes on torch's backend and
+  # not on MORI fails.
+  step conformance env MORI_CONFORMANCE_OUT="$OUT/conformance" \
+    "$PY" -m pytest -v -rA -p no:cacheprovider --junitxml="$OUT/conformance.xml" \
+    torch/tests/conformance
+  step pytest "$PY" -m pytest -v -s -rA -p no:cacheprovider --junitxml="$OUT/pytest.xml" \
+    torch/tests/test_mori_backend.py
+  if [ -f "$OUT/conformance/results.json" ]; then
+    "$PY" torch/tests/conformance/table.py "$OUT/conformance/results.json" | tail -1 |
+      tee -a "$OUT/summary.txt"
+  fi
 else
-  echo "=== torch: no GPU visible to torch; pytest, example and bench not run"
+  echo "=== torch: no GPU visible to torch; conformance and pytest not run"
   failed+=("no_gpu")
 fi
 
 echo "torch suite passed: ${passed[*]:-none}"
 echo "torch suite failed: ${failed[*]:-none}"
-echo "torch suite: ${#passed[@]} passed, ${#failed[@]} failed" | tee "$OUT/summary.txt"
+echo "torch suite: ${#passed[@]} passed, ${#failed[@]} failed" | tee -a "$OUT/summary.txt"
 [ ${#failed[@]} -eq 0 ]

@@ -1,12 +1,22 @@
 // allocator.cpp - the "MORI" SymmetricMemoryAllocator.  alloc / free /
-// lookup are the core's blocks; rendezvous resolves the group, lends the
-// core its store and caches the window per (block, group), so the
-// rendezvous torch's ops make on every call is one map lookup.  Registered
-// with register_availability when the extension is loaded.
+// lookups are the core's blocks plus a table of them; rendezvous resolves the
+// group, lends the core its store and remembers the window per (block,
+// group), so the rendezvous torch's ops make on every call is a table lookup
+// and one window reference.  Registered with register_availability when the
+// extension is loaded.
+#include <Python.h>
+
 #include "mori_torch.hpp"
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/env.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
 
 namespace mori_torch {
 
@@ -21,29 +31,72 @@ const c10::impl::DeviceGuardImplInterface* runtime() {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
 }
 
-std::shared_ptr<Window> snapshot(mori_window* w, const std::string& group) {
-  auto win = std::make_shared<Window>();
-  size_t n = static_cast<size_t>(mori_window_world_size(w));
-  win->live = w;
-  win->group = group;
-  win->rank = mori_window_rank(w);
-  win->world_size = mori_window_world_size(w);
-  win->device = mori_window_device(w);
-  win->buffer_size = mori_window_buffer_size(w);
-  win->signal_pad_size = mori_window_signal_pad_size(w);
-  win->handle_type = mori_window_handle_type(w);
-  win->direct_access = mori_window_world_within_direct_access(w) != 0;
-  win->span = mori_window_span(w, &win->stride);
-  void* const* buffers = mori_window_buffer_ptrs(w);
-  void* const* pads = mori_window_signal_pad_ptrs(w);
-  win->buffer_ptrs.assign(buffers, buffers + n);
-  win->signal_pad_ptrs.assign(pads, pads + n);
-  win->buffer_ptrs_dev = static_cast<void**>(mori_window_buffer_ptrs_dev(w));
-  win->signal_pad_ptrs_dev = static_cast<void**>(mori_window_signal_pad_ptrs_dev(w));
-  return win;
+// torch reads TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES at every rendezvous
+// ("1" allows, as c10::utils::check_env reads it); so does MORI, and passes
+// it to the core.  Unset leaves the core's own MORI_SYMM_ variable in charge.
+void pass_overlapping_devices_on() {
+  std::optional<bool> allow = c10::utils::check_env("TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES");
+  mori_symm_set_allow_overlapping_devices(allow.has_value() ? (*allow ? 1 : 0) : -1);
+}
+
+// The core's phases, from the times of its store calls.  A phase whose
+// marks are missing (a world of one rank uses no store) reads 0.
+void fill_phases(RendezvousTrace& t, const StoreTimes& s, double core_start, double core_end) {
+  auto span = [](double from, double to) { return from > 0 && to > from ? to - from : 0.0; };
+  double req_done = s.last_req_got > 0 ? s.last_req_got : s.first_req_set;
+  double mapped_done = s.last_mapped_got > 0 ? s.last_mapped_got : s.mapped_set;
+  t.publish_us = span(core_start, s.first_req_set);
+  t.requests_us = span(s.first_req_set, req_done);
+  t.map_us = span(req_done, s.mapped_set);
+  t.mapped_barrier_us = span(s.mapped_set, mapped_done);
+  t.tail_us = span(mapped_done, core_end);
+  t.store_wait_us = s.wait_us;
+  t.store_calls = s.calls;
+}
+
+// The collective part of a rendezvous waits for the slowest rank, seconds
+// at times; torch's binding calls it holding the GIL, which would stop every
+// other Python thread (and the frees they make) for as long.  Released here
+// when held, taken back before returning or throwing.
+class WithoutGil {
+ public:
+  WithoutGil() : saved_(PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+  ~WithoutGil() {
+    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  }
+  WithoutGil(const WithoutGil&) = delete;
+  WithoutGil& operator=(const WithoutGil&) = delete;
+
+ private:
+  PyThreadState* saved_;
+};
+
+void log_trace(const RendezvousTrace& t) {
+  std::fprintf(stderr,
+               "[mori-symm INFO rank %d group %s] rendezvous of %d ranks: %.0f us (resolve group "
+               "%.0f; core %.0f = publish %.0f + peers' requests %.0f + exchange, import and map "
+               "%.0f + mapped barrier %.0f + after %.0f; store waits %.0f us in %ld calls)\n",
+               t.rank, t.group.c_str(), t.world_size, t.total_us, t.resolve_us, t.core_us,
+               t.publish_us, t.requests_us, t.map_us, t.mapped_barrier_us, t.tail_us,
+               t.store_wait_us, t.store_calls);
 }
 
 }  // namespace
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool log_info() {
+  // The core's levels: WARN, INFO, TRACE; read once, as the core does.
+  static const bool on = [] {
+    const char* s = std::getenv("MORI_SYMM_DEBUG");
+    return s != nullptr && (strcasecmp(s, "INFO") == 0 || strcasecmp(s, "TRACE") == 0);
+  }();
+  return on;
+}
 
 const char* handle_type_name(int handle_type) {
   switch (handle_type) {
@@ -57,122 +110,181 @@ const char* handle_type_name(int handle_type) {
 }
 
 void MoriAllocator::prefer_shim(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(shim_mutex_);
   shim_ = name;
 }
 
-// Caller holds mutex_.  Selecting explicitly (rather than letting the first
-// shim call pick "auto") binds the shim to the runtime torch was built for.
+// Selecting explicitly (rather than letting the first shim call pick "auto")
+// binds the shim to the runtime torch was built for.  Bring-up happens at
+// the first allocation, never at import: initializing the driver in a
+// process that may fork would break CUDA in its children.
 void MoriAllocator::ensure_shim() {
+  std::lock_guard<std::mutex> lock(shim_mutex_);
   if (shim_ready_) return;
+  double t0 = now_us();
   TORCH_CHECK(mori_shim_select(shim_.c_str()) == 0, "MORI: ", mori_shim_message());
   shim_ready_ = true;
+  if (log_info())
+    std::fprintf(stderr, "[mori-symm INFO] shim %s up in %.0f us\n", mori_shim_backend(),
+                 now_us() - t0);
 }
 
 std::string MoriAllocator::shim_backend() {
-  std::lock_guard<std::mutex> lock(mutex_);
   ensure_shim();
   return mori_shim_backend();
 }
 
 void* MoriAllocator::alloc(size_t size, int device_idx,
                            const std::optional<std::string>& group_name) {
-  std::lock_guard<std::mutex> lock(mutex_);
   ensure_shim();
   int device = device_idx >= 0 ? device_idx : runtime()->getDevice().index();
   // Read at every allocation, as torch's own backend does: a
   // set_signal_pad_size() affects the allocations after it.
   mori_symm_set_signal_pad_size(symm::get_signal_pad_size());
-  // The core makes the block's device current; the guard restores torch's.
-  c10::DeviceGuard guard(cuda(device));
   void* ptr = nullptr;
-  // A zero-element tensor still gets a (one-byte) block, so that its
-  // rendezvous works like any other.
-  TORCH_CHECK(mori_symm_alloc(size > 0 ? size : 1, device, &ptr) == 0, mori_last_error());
-  blocks_[ptr] = Block{group_name, device};
+  double t0 = now_us();
+  {
+    // The core makes the block's device current; the guard restores torch's.
+    c10::DeviceGuard guard(cuda(device));
+    // A zero-element tensor still gets a (one-byte) block, so that its
+    // rendezvous works like any other.
+    TORCH_CHECK(mori_symm_alloc(size > 0 ? size : 1, device, &ptr) == 0, mori_last_error());
+  }
+  if (log_info())
+    std::fprintf(stderr, "[mori-symm INFO] alloc %zu bytes on device %d: %.0f us\n", size, device,
+                 now_us() - t0);
+  std::lock_guard<std::mutex> lock(mutex_);
+  blocks_[ptr] = Block{size, device, group_name, {}};
   return ptr;
 }
 
 // Never throws: torch calls this from storage deleters and from the caching
-// allocator, where an exception would terminate the process.
+// allocator, where an exception would terminate the process.  The table
+// entry goes under the mutex; the core's free (which tears down at once, or
+// when the last handle lets go) runs outside it.
 void MoriAllocator::free(void* ptr) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (blocks_.find(ptr) == blocks_.end()) {
-    // After release_all() torch still frees what it holds; those are gone.
-    if (releases_ == 0)
-      std::fprintf(stderr, "[mori-symm] free(%p): not a block this allocator returned\n", ptr);
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(ptr);
+    if (it == blocks_.end()) {
+      // After release_all() torch still frees what it holds; those are gone.
+      if (!released_.load())
+        std::fprintf(stderr, "[mori-symm] free(%p): not a block this allocator returned\n", ptr);
+      return;
+    }
+    blocks_.erase(it);
   }
-  forget_block(ptr);
   if (mori_symm_free(ptr) != 0) std::fprintf(stderr, "[mori-symm] %s\n", mori_last_error());
 }
 
+// As torch's backend: the pointer alloc() returned, nothing else.
 size_t MoriAllocator::get_alloc_size(void* ptr) {
-  size_t size = 0;
-  TORCH_CHECK(mori_symm_lookup(ptr, &size, nullptr) == 0, mori_last_error());
-  return size;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = blocks_.find(ptr);
+  TORCH_CHECK(it != blocks_.end(), "MoriAllocator::get_alloc_size: ", ptr,
+              " was not allocated by MoriAllocator::alloc");
+  return it->second.size;
+}
+
+MoriAllocator::Block* MoriAllocator::covering(void* ptr, void** base) {
+  auto it = blocks_.upper_bound(ptr);  // first block above ptr
+  if (it == blocks_.begin()) return nullptr;
+  --it;
+  uintptr_t offset = reinterpret_cast<uintptr_t>(ptr) - reinterpret_cast<uintptr_t>(it->first);
+  // A zero-size block still covers its first byte.
+  if (offset >= (it->second.size > 0 ? it->second.size : 1)) return nullptr;
+  *base = it->first;
+  return &it->second;
 }
 
 c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous(
     void* ptr, const std::optional<std::string>& group_name) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  size_t buffer_size = 0, offset = 0;
-  if (mori_symm_lookup(ptr, &buffer_size, &offset) != 0) {
-    // torch's contract: None for memory that is not symmetric (its ops
-    // test tensors this way).
-    TORCH_WARN("MORI rendezvous: ", mori_last_error(),
-               "; is the tensor allocated from SymmetricMemory?");
-    return nullptr;
+  std::string group;
+  void* base = nullptr;
+  int device = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block* block = covering(ptr, &base);
+    if (block == nullptr) {
+      // torch's contract: None for memory that is not symmetric (its ops
+      // test tensors this way), with the built-in backend's warning.
+      TORCH_WARN("MORI rendezvous: ", ptr,
+                 " is not within any SymmetricMemory allocation; is the tensor allocated "
+                 "from SymmetricMemory?");
+      return nullptr;
+    }
+    // An empty name means "the group given at allocation", as in torch's
+    // backend.
+    if (group_name.has_value() && !group_name->empty()) {
+      group = *group_name;
+    } else {
+      TORCH_CHECK(block->default_group.has_value() && !block->default_group->empty(),
+                  "MORI rendezvous: `group_name` is neither specified during allocation "
+                  "nor passed to rendezvous()");
+      group = *block->default_group;
+    }
+    for (const Window& w : block->windows)
+      if (w.group == group) {
+        cache_hits_++;
+        return c10::make_intrusive<MoriSymmetricMemory>(
+            w.core, group, static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base)));
+      }
+    device = block->device;
   }
-  void* base = static_cast<char*>(ptr) - offset;
-  auto found = blocks_.find(base);
-  TORCH_CHECK(found != blocks_.end(), "MORI rendezvous: block ", base, " is not this allocator's");
-  const Block& block = found->second;
-  // An empty name means "the group given at allocation", as in torch's backend.
-  std::string group = group_name.value_or("");
-  if (group.empty()) {
-    TORCH_CHECK(block.default_group.has_value() && !block.default_group->empty(),
-                "MORI rendezvous: `group_name` is neither specified during allocation "
-                "nor passed to rendezvous()");
-    group = *block.default_group;
-  }
-  auto it = windows_.find({base, group});
-  if (it != windows_.end()) {
-    cache_hits_++;
-    return c10::make_intrusive<MoriSymmetricMemory>(it->second, offset);
-  }
-  auto win = rendezvous_new(base, group, block.device);
-  windows_.emplace(WindowKey{base, group}, win);
-  return c10::make_intrusive<MoriSymmetricMemory>(win, offset);
+  return rendezvous_new(base, static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base)),
+                        group, device);
 }
 
-// Caller holds mutex_.  The collective part: every rank of the group calls
-// it for the same block, in the same order per group.
-std::shared_ptr<Window> MoriAllocator::rendezvous_new(void* base, const std::string& group,
-                                                      int device) {
+// The collective part, without the mutex: every rank of the group calls it
+// for the same block, in the same order per group.  The caller holds the
+// tensor, so its block cannot be freed meanwhile.
+c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* base, size_t offset,
+                                                                        const std::string& group,
+                                                                        int device) {
+  WithoutGil unlocked;
+  RendezvousTrace trace;
+  trace.group = group;
+  double t0 = now_us();
   Group g = resolve_group(group);
   TORCH_CHECK(g.store, "MORI rendezvous: group '", group, "' has no store");
-  mori_store* store = wrap_store(g.store);
+  trace.rank = g.rank;
+  trace.world_size = g.world_size;
+  double t1 = now_us();
+  trace.resolve_us = t1 - t0;
+  pass_overlapping_devices_on();
+  StoreTimes times;
+  mori_store* store = wrap_store(g.store, &times);
   mori_window* w = nullptr;
   int rc;
+  double c0, c1;
   {
     c10::DeviceGuard guard(cuda(device));
+    c0 = now_us();
     rc = mori_symm_rendezvous(base, group.c_str(), g.rank, g.world_size, store, &w, nullptr);
+    c1 = now_us();
   }
+  // The message is thread-local: take it before anything else can touch it.
+  std::string why = rc == 0 ? std::string() : std::string(mori_last_error());
   store->destroy(store);
-  TORCH_CHECK(rc == 0, mori_last_error());
-  return snapshot(w, group);
-}
+  TORCH_CHECK(rc == 0, why);
+  trace.core_us = c1 - c0;
+  fill_phases(trace, times, c0, c1);
 
-// Caller holds mutex_.  The core tears the block's windows down with it;
-// handles torch still holds keep their snapshot but lose the live window.
-void MoriAllocator::forget_block(void* base) {
-  blocks_.erase(base);
-  auto it = windows_.lower_bound(WindowKey{base, std::string()});
-  while (it != windows_.end() && it->first.first == base) {
-    it->second->live = nullptr;
-    it = windows_.erase(it);
+  c10::intrusive_ptr<symm::SymmetricMemory> handle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(base);
+    TORCH_CHECK(it != blocks_.end(), "MORI rendezvous: block ", base,
+                " was freed while its rendezvous ran");
+    bool known = false;
+    for (const Window& e : it->second.windows) known |= e.group == group;
+    if (!known) it->second.windows.push_back(Window{group, w});
+    handle = c10::make_intrusive<MoriSymmetricMemory>(w, group, offset);
+    trace.total_us = now_us() - t0;
+    last_ = trace;
   }
+  if (log_info()) log_trace(trace);
+  return handle;
 }
 
 bool MoriAllocator::has_multicast_support(int /*device_idx*/) { return false; }
@@ -182,33 +294,30 @@ c10::DeviceType MoriAllocator::supported_device_type() { return c10::DeviceType:
 std::string MoriAllocator::name() { return "MORI"; }
 
 #ifdef MORI_TORCH_HAS_ALLOCATION
+// As torch's backend: true for a pointer alloc() returned.
 bool MoriAllocator::has_allocation(void* ptr) {
-  return mori_symm_lookup(ptr, nullptr, nullptr) == 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return blocks_.find(ptr) != blocks_.end();
 }
 #endif
 
 void MoriAllocator::release_all() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& entry : windows_) entry.second->live = nullptr;
-  windows_.clear();
-  blocks_.clear();
-  releases_++;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocks_.clear();
+    released_.store(true);
+  }
   TORCH_CHECK(mori_symm_release_all() == 0, mori_last_error());
-}
-
-void MoriAllocator::on_stream(const Window& w, const char* what,
-                              const std::function<int(mori_window*, void*)>& call) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(w.live != nullptr, "MORI ", what, ": the window of group ", w.group,
-              " is gone (its block was freed, or release_all() ran)");
-  c10::DeviceGuard guard(cuda(w.device));
-  void* stream = runtime()->getStream(cuda(w.device)).native_handle();
-  TORCH_CHECK(call(w.live, stream) == 0, mori_last_error());
 }
 
 long MoriAllocator::adapter_cache_hits() {
   std::lock_guard<std::mutex> lock(mutex_);
   return cache_hits_;
+}
+
+RendezvousTrace MoriAllocator::last_rendezvous() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_;
 }
 
 MoriAllocator& allocator() {

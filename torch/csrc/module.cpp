@@ -1,6 +1,7 @@
 // module.cpp - mori._C, the extension mori.allocator loads.  Loading it
 // registers "MORI" (allocator.cpp); these functions are the package's
-// helpers: shim choice, teardown, counters and a handle's window facts.
+// helpers: shim choice, teardown, counters, a handle's window facts and the
+// phases of the last rendezvous.
 #include <torch/csrc/utils/pybind.h>
 
 #include "mori_torch.hpp"
@@ -20,6 +21,7 @@ py::dict stats() {
   d["windows"] = core.windows;
   d["rendezvous"] = core.rendezvous;
   d["core_cache_hits"] = core.cache_hits;
+  d["deferred"] = core.deferred;
   d["cache_hits"] = allocator().adapter_cache_hits();
   d["ledger_handles"] = ledger.handles;
   d["ledger_reservations"] = ledger.reservations;
@@ -33,20 +35,43 @@ py::dict stats() {
 py::dict window_info(const c10::intrusive_ptr<symm::SymmetricMemory>& handle) {
   auto* mori = dynamic_cast<MoriSymmetricMemory*>(handle.get());
   TORCH_CHECK_TYPE(mori != nullptr, "window_info: not a handle of the MORI backend");
-  const Window& w = mori->window();
   py::dict d;
-  d["group"] = w.group;
-  d["rank"] = w.rank;
-  d["world_size"] = w.world_size;
-  d["device"] = w.device;
+  d["group"] = mori->group();
   d["offset"] = mori->get_offset();
-  d["buffer_size"] = w.buffer_size;
-  d["signal_pad_size"] = w.signal_pad_size;
-  d["handle_type"] = handle_type_name(w.handle_type);
-  d["world_within_direct_access"] = mori->world_within_direct_access();
-  d["span"] = reinterpret_cast<uintptr_t>(w.span);
-  d["stride"] = w.stride;
-  d["live"] = w.live != nullptr;
+  d["live"] = mori->live();
+  if (!mori->live()) return d;
+  mori_window* w = mori->window("window_info");
+  size_t stride = 0;
+  void* span = mori_window_span(w, &stride);
+  d["rank"] = mori_window_rank(w);
+  d["world_size"] = mori_window_world_size(w);
+  d["device"] = mori_window_device(w);
+  d["buffer_size"] = mori_window_buffer_size(w);
+  d["signal_pad_size"] = mori_window_signal_pad_size(w);
+  d["max_channels"] = mori_window_max_channels(w);
+  d["handle_type"] = handle_type_name(mori_window_handle_type(w));
+  d["world_within_direct_access"] = mori_window_world_within_direct_access(w) != 0;
+  d["span"] = reinterpret_cast<uintptr_t>(span);
+  d["stride"] = stride;
+  return d;
+}
+
+py::dict last_rendezvous() {
+  RendezvousTrace t = allocator().last_rendezvous();
+  py::dict d;
+  d["group"] = t.group;
+  d["rank"] = t.rank;
+  d["world_size"] = t.world_size;
+  d["total_us"] = t.total_us;
+  d["resolve_us"] = t.resolve_us;
+  d["core_us"] = t.core_us;
+  d["publish_us"] = t.publish_us;
+  d["requests_us"] = t.requests_us;
+  d["map_us"] = t.map_us;
+  d["mapped_barrier_us"] = t.mapped_barrier_us;
+  d["tail_us"] = t.tail_us;
+  d["store_wait_us"] = t.store_wait_us;
+  d["store_calls"] = t.store_calls;
   return d;
 }
 
@@ -70,6 +95,7 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("stats", &stats);
   m.def("window_info", &window_info, py::arg("handle"));
+  m.def("last_rendezvous", &last_rendezvous);
   m.def("probe", &probe, py::arg("device"));
   m.def("teardown_enabled", [] { return mori_symm_teardown_enabled() != 0; });
 }

@@ -2,18 +2,27 @@
 // SymmetricMemoryAllocator implemented over mori-symm's C API, registered as
 // the "MORI" backend.  No CUDA or HIP header is included: streams reach the
 // shim as c10::Stream::native_handle().
+//
+// Lifetime: every handle torch gets holds one reference on its core window
+// (mori_window_retain / mori_window_release); free() of the block is
+// mori_symm_free(), which the core defers while a window of the block is
+// referenced.  So the memory goes when the last of {tensor storage, handles}
+// lets go, and the adapter keeps no count of its own.
+//
+// Locking: one mutex guards the adapter's tables and nothing else.  The
+// collective part of a rendezvous, store waits, signals and every GPU call
+// run without it, so torch's frees (storage deleters, on any thread) never
+// wait for a rendezvous.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
 
-#include <functional>
+#include <atomic>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "mori_c.hpp"
@@ -34,31 +43,41 @@ struct Group {
 // with set_group_info; throws naming the group if neither knows it.
 Group resolve_group(const std::string& name);
 
-// A mori_store over a c10d::Store; the caller destroys it with ->destroy.
-mori_store* wrap_store(c10::intrusive_ptr<c10d::Store> store);
-
-// One rendezvoused (block, group): a snapshot of the core window's tables,
-// taken once, so that accessors never touch the core.  `live` is the core
-// window while it exists; free() and release_all() null it, after which
-// only the signal calls (which need it) fail.
-struct Window {
-  mori_window* live = nullptr;
-  std::string group;
-  int rank = 0, world_size = 0, device = 0;
-  size_t buffer_size = 0, signal_pad_size = 0, stride = 0;
-  int handle_type = 0;
-  bool direct_access = false;
-  void* span = nullptr;
-  std::vector<void*> buffer_ptrs, signal_pad_ptrs;
-  void** buffer_ptrs_dev = nullptr;
-  void** signal_pad_ptrs_dev = nullptr;
+// When the core's rendezvous touched the store, as the store wrapper saw it
+// (microseconds on the core's clock, 0 = never).  The core's store entries
+// are mori_symm/<group>/<seq>/<what>/<rank>; "req" and "mapped" mark its
+// phases: publish the request, gather the peers', import and map, then the
+// barrier on "mapped".
+struct StoreTimes {
+  double first_req_set = 0, last_req_got = 0, mapped_set = 0, last_mapped_got = 0;
+  double wait_us = 0;  // inside store calls that waited for a key
+  long calls = 0;
 };
 
-// The handle torch gets from rendezvous: a window plus this tensor's byte
-// offset in the block (MemPool hands out interior pointers).
+// A mori_store over a c10d::Store; times (optional) is filled as the core
+// calls it.  The caller destroys it with ->destroy.
+mori_store* wrap_store(c10::intrusive_ptr<c10d::Store> store, StoreTimes* times);
+
+// Where one new rendezvous spent its time (microseconds), from the adapter
+// and from the store calls of the core.
+struct RendezvousTrace {
+  std::string group;
+  int rank = -1, world_size = 0;
+  double total_us = 0, resolve_us = 0, core_us = 0;
+  double publish_us = 0, requests_us = 0, map_us = 0, mapped_barrier_us = 0, tail_us = 0;
+  double store_wait_us = 0;
+  long store_calls = 0;
+};
+
+// The handle torch gets from rendezvous: one reference on a core window plus
+// this tensor's byte offset in the block (MemPool hands out interior
+// pointers).  Accessors read the core window; it lives as long as the handle
+// does, even after free() of its block.
 class MoriSymmetricMemory final : public symm::SymmetricMemory {
  public:
-  MoriSymmetricMemory(std::shared_ptr<Window> window, size_t offset);
+  // Takes a reference on window (throws if the core refuses it).
+  MoriSymmetricMemory(mori_window* window, std::string group, size_t offset);
+  ~MoriSymmetricMemory() override;
 
   std::vector<void*> get_buffer_ptrs() override;
   std::vector<void*> get_signal_pad_ptrs() override;
@@ -79,10 +98,21 @@ class MoriSymmetricMemory final : public symm::SymmetricMemory {
   c10::Device get_device() override;
   bool world_within_direct_access() override;
 
-  const Window& window() const { return *window_; }
+  // False once the core tore the window down, which only release_all()
+  // does to a referenced window: then every accessor throws.
+  bool live() const;
+  // The window, or throws with the core's reason if it was torn down.
+  mori_window* window(const char* what) const;
+  const std::string& group() const { return group_; }
 
  private:
-  std::shared_ptr<Window> window_;
+  // Runs call(window, stream) with the window's device current and torch's
+  // current stream for it; throws with mori_last_error() if it fails.
+  template <typename Call>
+  void on_stream(const char* what, Call call);
+
+  mori_window* window_;
+  std::string group_;
   size_t offset_;
 };
 
@@ -108,34 +138,44 @@ class MoriAllocator final : public symm::SymmetricMemoryAllocator {
   void prefer_shim(const std::string& name);
   // Brings the shim up (if no allocation has yet) and names its backend.
   std::string shim_backend();
-  // Tears every window and block down (the atexit path); afterwards torch's
-  // frees of blocks it still holds are quietly ignored.
+  // Tears every window and block down (the atexit path).  Handles taken
+  // before stop being live; torch's later frees of its blocks are ignored.
   void release_all();
-  // Runs call(window, stream) on a live window under the allocator's lock,
-  // with the window's device current and torch's current stream for it;
-  // throws with mori_last_error() if the call fails.
-  void on_stream(const Window& w, const char* what,
-                 const std::function<int(mori_window*, void*)>& call);
   long adapter_cache_hits();
+  RendezvousTrace last_rendezvous();
 
  private:
-  struct Block {
-    std::optional<std::string> default_group;  // from alloc; rendezvous may override
-    int device;
+  // A (block, group) that has rendezvoused.  The core window stays valid
+  // while the block is in blocks_: the core tears windows down only with
+  // their block, and handles hold references of their own.
+  struct Window {
+    std::string group;
+    mori_window* core;
   };
-  using WindowKey = std::pair<void*, std::string>;  // (block base, group)
+  struct Block {
+    size_t size;
+    int device;
+    std::optional<std::string> default_group;  // from alloc; rendezvous may name another
+    std::vector<Window> windows;               // a handful of groups at most
+  };
 
   void ensure_shim();
-  std::shared_ptr<Window> rendezvous_new(void* base, const std::string& group, int device);
-  void forget_block(void* base);
+  // Caller holds mutex_.  The block whose [base, base + size) holds ptr.
+  Block* covering(void* ptr, void** base);
+  c10::intrusive_ptr<symm::SymmetricMemory> rendezvous_new(void* base, size_t offset,
+                                                           const std::string& group,
+                                                           int device);
 
-  std::mutex mutex_;
+  std::mutex mutex_;  // blocks_, cache_hits_, last_ only
   std::map<void*, Block> blocks_;
-  std::map<WindowKey, std::shared_ptr<Window>> windows_;
+  long cache_hits_ = 0;
+  RendezvousTrace last_;
+
+  std::mutex shim_mutex_;  // shim_, shim_ready_: bring-up happens once
   std::string shim_ = "auto";
   bool shim_ready_ = false;
-  long releases_ = 0;
-  long cache_hits_ = 0;
+
+  std::atomic<bool> released_{false};  // release_all() ran
 };
 
 // The process's allocator: created at load, never destroyed (torch's
@@ -144,5 +184,11 @@ MoriAllocator& allocator();
 
 // "fabric" / "posix_fd" for a window's handle type.
 const char* handle_type_name(int handle_type);
+
+// The core's clock (microseconds), so adapter and core times compare.
+double now_us();
+
+// MORI_SYMM_DEBUG at INFO or above: the adapter logs its phase timings.
+bool log_info();
 
 }  // namespace mori_torch

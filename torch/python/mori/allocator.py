@@ -26,6 +26,7 @@ from mori import _C
 
 __all__ = [
     "backend_name",
+    "last_rendezvous",
     "release_all",
     "shim_backend",
     "signal_pad_supported",
@@ -61,7 +62,8 @@ def shim_backend() -> str:
 
 def release_all() -> None:
     """Tear down every window and block now.  Tensors still referring to them
-    must not be used afterwards; torch's later frees of them are ignored."""
+    must not be used afterwards; handles taken before stop being live (their
+    accessors raise) and torch's later frees of the blocks are ignored."""
     _C.release_all()
 
 
@@ -75,9 +77,21 @@ def stats() -> dict[str, int]:
 def window_info(handle: Any) -> dict[str, Any]:
     """Facts about the window behind a handle from ``symm_mem.rendezvous``:
     group, rank, world_size, device, offset, buffer_size, signal_pad_size,
-    handle_type ("fabric" or "posix_fd"), world_within_direct_access, the
-    flat span and its stride, and whether the window is still live."""
+    max_channels, handle_type ("fabric" or "posix_fd"),
+    world_within_direct_access, and the flat span and its stride (peer r's
+    slot is ``span + r * stride``; the own rank's slot maps the same memory as
+    the tensor, whose own address is ``buffer_ptrs[rank]``).  ``live`` is
+    False once ``release_all()`` ran; then only group and offset remain."""
     return dict(_C.window_info(handle))
+
+
+def last_rendezvous() -> dict[str, Any]:
+    """Where this process's last new rendezvous spent its time, in
+    microseconds: total, resolve (the group), core, and the core's phases as
+    its store calls show them (publish, requests, map, mapped_barrier,
+    tail), plus store_wait_us and store_calls.  ``MORI_SYMM_DEBUG=INFO``
+    logs the same line at every rendezvous."""
+    return dict(_C.last_rendezvous())
 
 
 def world_within_direct_access(handle: Any) -> bool:
