@@ -17,12 +17,13 @@ chunks per iteration (with one rank nothing leaves, so no rate is shown).
 Checks are race-free: a receive buffer is cleared, every rank is past the
 clearing before any rank writes, and it is read only after every rank's
 device has finished writing (device synchronize, then a host barrier over
-gloo).  A failed check is agreed on by every rank (an all_reduce of the
-verdicts), so all ranks report and exit together; any other error ends its
+gloo).  Every rank learns every rank's verdict (an all_gather over gloo)
+before anything else, so after a failed check all ranks report and exit
+together; any other error ends its
 rank at once (os._exit) and the launcher (torchrun or spawn) ends the rest,
 instead of leaving them in a collective that never completes.
 
-bench/compare.py imports this module for the kernel and the exchange.
+bench/compare.py imports this module for the exchange and its timing.
 """
 
 from __future__ import annotations
@@ -81,13 +82,6 @@ def host_barrier(cpu_group) -> None:
     """Every rank's device work issued so far is complete on every rank."""
     torch.cuda.synchronize()
     dist.barrier(group=cpu_group)
-
-
-def agree(ok: bool, cpu_group) -> bool:
-    """True only if every rank's verdict is true; every rank learns it."""
-    flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=cpu_group)
-    return bool(flag.item())
 
 
 def gpu_time(fn, iters: int, cpu_group, warmup: int = 3) -> float:

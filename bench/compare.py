@@ -543,6 +543,9 @@ class Rank:
         from torch._C._distributed_c10d import _SymmetricMemory
 
         self.symm_mem, self.p2p = symm_mem, _SymmetricMemory
+        import all2all  # bench/all2all.py: the exchange, and how both scripts time
+
+        self.a2a = all2all
         if args.backend == MORI:
             import mori.allocator  # registers "MORI"
 
@@ -554,25 +557,14 @@ class Rank:
         self.host_barrier()
 
     def host_barrier(self) -> None:
-        self.torch.cuda.synchronize()
-        self.dist.barrier(group=self.cpu)
+        self.a2a.host_barrier(self.cpu)
 
     def alloc(self, nbytes: int):
         # The allocator itself, not torch's pool in front of symm_mem.empty.
         return self.p2p.empty_strided_p2p((nbytes,), (1,), self.torch.uint8, self.device)
 
     def gpu_time(self, fn, iters: int, warmup: int = 3) -> float:
-        torch = self.torch
-        for _ in range(warmup):
-            fn()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        self.host_barrier()
-        start.record()
-        for _ in range(iters):
-            fn()
-        stop.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(stop) / 1e3 / iters
+        return self.a2a.gpu_time(fn, iters, self.cpu, warmup)
 
     def timed(self, fn):
         """(result, host seconds to the end of its device work)."""
@@ -696,9 +688,7 @@ def g_one_shot(R: Rank, _size):
 
 
 def _exchange(R: Rank, size: int):
-    import all2all  # bench/all2all.py: the same kernel and exchange
-
-    return all2all.Exchange(size, R.rank, R.world, R.device, R.group, nccl=R.nccl)
+    return R.a2a.Exchange(size, R.rank, R.world, R.device, R.group, nccl=R.nccl)
 
 
 def g_a2a(R: Rank, size: int):
