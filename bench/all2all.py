@@ -19,9 +19,10 @@ clearing before any rank writes, and it is read only after every rank's
 device has finished writing (device synchronize, then a host barrier over
 gloo).  Every rank learns every rank's verdict (an all_gather over gloo)
 before anything else, so after a failed check all ranks report and exit
-together; any other error ends its
-rank at once (os._exit) and the launcher (torchrun or spawn) ends the rest,
-instead of leaving them in a collective that never completes.
+together; any other error ends its rank at once (os._exit: no barrier, no
+process-group teardown that could wait on a peer) and the launcher
+(torchrun or spawn) ends the rest, instead of leaving them in a collective
+that never completes.
 
 bench/compare.py imports this module for the exchange and its timing.
 """
