@@ -9,6 +9,8 @@
 #
 # Called by tests/gpu/run.sh with OUT, BIN, LIB, SHIM, NGPU; alone:
 #   bash tests/gpu/scale.sh   (builds nothing: BIN defaults to build-gpu/bin)
+# SCALE_CYCLES (default 300) and SCALE_SIZE (the demo's, default 64M) are
+# for the script's own run on the sim (ctest gpu_scripts.scale_on_the_sim).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-$PWD/build-gpu/bin}
@@ -17,6 +19,8 @@ SHIM=${SHIM:-cuda}
 OUT=${OUT:-$PWD/gpu-results/scale}
 NGPU=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+CYCLES=${SCALE_CYCLES:-300}
+SIZE=${SCALE_SIZE:-64M}
 mkdir -p "$OUT"
 export MORI_SYMM_TEARDOWN=1 NCCL_NVLS_ENABLE=0
 passed=()
@@ -41,11 +45,11 @@ ranks_args() { echo "--shim $SHIM --ranks $1 --ranks-per-device $(per_device "$1
 echo "scale: $NGPU GPU(s), shim $SHIM, 4 and 8 ranks ($(per_device 4) and $(per_device 8) per GPU)"
 for n in 4 8; do
   # shellcheck disable=SC2046
-  step "demo_${n}_ranks" "$BIN/mori-symm" demo $(ranks_args $n) --size 64M
+  step "demo_${n}_ranks" "$BIN/mori-symm" demo $(ranks_args $n) --size "$SIZE"
 done
 for n in 4 8; do
   # shellcheck disable=SC2046
-  step "cycles_${n}_ranks" "$BIN/mori-symm" cycles $(ranks_args $n) --count 300 --size 2M
+  step "cycles_${n}_ranks" "$BIN/mori-symm" cycles $(ranks_args $n) --count "$CYCLES" --size 2M
 done
 # shellcheck disable=SC2046
 step exit_live_8_ranks "$BIN/mori-symm" demo $(ranks_args 8) --size 16M --exit-live
