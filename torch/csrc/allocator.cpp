@@ -4,8 +4,6 @@
 // group), so the rendezvous torch's ops make on every call is a table lookup
 // and one window reference.  Registered with register_availability when the
 // extension is loaded.
-#include <Python.h>
-
 #include "mori_torch.hpp"
 
 #include <c10/core/DeviceGuard.h>
@@ -54,21 +52,24 @@ void fill_phases(RendezvousTrace& t, const StoreTimes& s, double core_start, dou
   t.store_calls = s.calls;
 }
 
+WaitHooks wait_hooks;  // set once, when the extension loads
+
 // The collective part of a rendezvous waits for the slowest rank, seconds
 // at times; torch's binding calls it holding the GIL, which would stop every
-// other Python thread (and the frees they make) for as long.  Released here
-// when held, taken back before returning or throwing.
-class WithoutGil {
+// other Python thread (and the frees they make) for as long.  Let go here
+// (through the hooks module.cpp installs) and taken back before returning
+// or throwing.
+class Waiting {
  public:
-  WithoutGil() : saved_(PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
-  ~WithoutGil() {
-    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  Waiting() : saved_(wait_hooks.leave ? wait_hooks.leave() : nullptr) {}
+  ~Waiting() {
+    if (wait_hooks.resume) wait_hooks.resume(saved_);
   }
-  WithoutGil(const WithoutGil&) = delete;
-  WithoutGil& operator=(const WithoutGil&) = delete;
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
 
  private:
-  PyThreadState* saved_;
+  void* saved_;
 };
 
 void log_trace(const RendezvousTrace& t) {
@@ -82,6 +83,8 @@ void log_trace(const RendezvousTrace& t) {
 }
 
 }  // namespace
+
+void set_wait_hooks(WaitHooks hooks) { wait_hooks = hooks; }
 
 double now_us() {
   return std::chrono::duration<double, std::micro>(
@@ -241,7 +244,9 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous(
 c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* base, size_t offset,
                                                                         const std::string& group,
                                                                         int device) {
-  WithoutGil unlocked;
+  // Before the GIL goes: check_env may warn, and a warning may want Python.
+  pass_overlapping_devices_on();
+  Waiting waiting;
   RendezvousTrace trace;
   trace.group = group;
   double t0 = now_us();
@@ -249,9 +254,7 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
   TORCH_CHECK(g.store, "MORI rendezvous: group '", group, "' has no store");
   trace.rank = g.rank;
   trace.world_size = g.world_size;
-  double t1 = now_us();
-  trace.resolve_us = t1 - t0;
-  pass_overlapping_devices_on();
+  trace.resolve_us = now_us() - t0;
   StoreTimes times;
   mori_store* store = wrap_store(g.store, &times);
   mori_window* w = nullptr;

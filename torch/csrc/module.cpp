@@ -87,6 +87,13 @@ py::tuple probe(int device) {
 
 PYBIND11_MODULE(_C, m) {
   using namespace mori_torch;
+  // A new rendezvous lets the GIL go while it waits for its peers (torch's
+  // binding calls it holding the GIL); only a thread that holds it does.
+  set_wait_hooks(WaitHooks{
+      []() -> void* { return PyGILState_Check() ? PyEval_SaveThread() : nullptr; },
+      [](void* saved) {
+        if (saved != nullptr) PyEval_RestoreThread(static_cast<PyThreadState*>(saved));
+      }});
   m.doc() = "mori-symm's torch adapter; loading it registers the MORI backend";
   m.def("_prefer_shim", [](const std::string& name) { allocator().prefer_shim(name); },
         py::arg("name"));

@@ -185,7 +185,17 @@ MoriAllocator& allocator();
 // "fabric" / "posix_fd" for a window's handle type.
 const char* handle_type_name(int handle_type);
 
-// The core's clock (microseconds), so adapter and core times compare.
+// How a thread lets go of the interpreter while a rendezvous waits for its
+// peers, and takes it back: leave() returns what resume() needs.  module.cpp
+// installs the GIL's when the extension loads, so that the allocator itself
+// knows nothing of Python; without hooks nothing is let go.
+struct WaitHooks {
+  void* (*leave)() = nullptr;
+  void (*resume)(void* saved) = nullptr;
+};
+void set_wait_hooks(WaitHooks hooks);
+
+// A steady clock in microseconds, for the adapter's phase timings.
 double now_us();
 
 // MORI_SYMM_DEBUG at INFO or above: the adapter logs its phase timings.
