@@ -63,7 +63,7 @@ if [ "$NGPU" -ge 1 ]; then
   # (check, backend) into a test: a check that passes on torch's backend and
   # not on MORI fails.
   step conformance env MORI_CONFORMANCE_OUT="$OUT/conformance" \
-    "$PY" -m pytest -v -rA -p no:cacheprovider --junitxml="$OUT/conformance.xml" \
+    "$PY" -m pytest -v -s -rA -p no:cacheprovider --junitxml="$OUT/conformance.xml" \
     torch/tests/conformance
   step pytest "$PY" -m pytest -v -s -rA -p no:cacheprovider --junitxml="$OUT/pytest.xml" \
     torch/tests/test_mori_backend.py

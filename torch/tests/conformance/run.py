@@ -220,6 +220,10 @@ class Sequence:
         self.worlds.append({"name": w.name, "checks": w.checks, "exit_codes": codes,
                             "killed": w.killed, "logs": [str(p) for p in w.logs],
                             "notes": [st.get("notes", []) for st in states]})
+        done = sum(1 for n in w.checks if all(st.get("results", {}).get(n) for st in states))
+        print(f"conformance: world {w.name} ended after {time.time() - w.started:.0f} s, "
+              f"{done}/{len(w.checks)} checks done, exit codes {codes}"
+              f"{'; ' + w.killed if w.killed else ''}", flush=True)
         if self.timings is None and any(st.get("timings") is not None for st in states):
             self.timings = [st.get("timings") for st in states]
         if any(st.get("running") == "__timings__" for st in states) and not any(
