@@ -42,14 +42,14 @@ class Check:
     fn: Callable[["Ctx"], None]
     doc: str
     world: str = "main"
-    budget_s: float = 90.0
+    budget_s: float = 60.0
     multicast: bool = False
 
 
 CHECKS: list[Check] = []
 
 
-def check(name: str, doc: str, world: str = "main", budget_s: float = 90.0,
+def check(name: str, doc: str, world: str = "main", budget_s: float = 60.0,
           multicast: bool = False):
     def register(fn):
         CHECKS.append(Check(name, fn, doc, world, budget_s, multicast))
@@ -939,7 +939,7 @@ def lifetime_tensor_outlives_handle(c: Ctx) -> None:
 
 @check("alloc_rendezvous_free_rounds_do_not_grow",
        "200 rounds of empty_strided_p2p(1 MiB) + rendezvous + barrier + free leave device memory "
-       "where it was (growth well under one allocation per round)", budget_s=180)
+       "where it was (growth well under one allocation per round)", budget_s=120)
 def rounds_no_growth(c: Ctx) -> None:
     rounds = 200
     # One round first, so that one-time costs (device tables, pools) are paid.

@@ -1,7 +1,7 @@
 """The conformance results, produced once per pytest session: read from
 $MORI_CONFORMANCE_RESULTS if it names a results.json, otherwise run.py runs
 the worlds now, writing under $MORI_CONFORMANCE_OUT (default: a temporary
-directory)."""
+directory), within $MORI_CONFORMANCE_DEADLINE seconds (default 480)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def conformance() -> dict:
     if given and Path(given).is_file():
         return json.loads(Path(given).read_text())
     out = Path(os.environ.get("MORI_CONFORMANCE_OUT") or tempfile.mkdtemp(prefix="mori-conf-"))
-    proc = subprocess.run([sys.executable, str(HERE / "run.py"), "--out", str(out)])
+    deadline = os.environ.get("MORI_CONFORMANCE_DEADLINE", "480")
+    proc = subprocess.run([sys.executable, str(HERE / "run.py"), "--out", str(out),
+                           "--deadline", deadline])
     results = out / "results.json"
     if proc.returncode != 0 or not results.is_file():
         pytest.fail(f"run.py exited {proc.returncode} without {results}")

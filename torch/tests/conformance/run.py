@@ -213,6 +213,19 @@ class Sequence:
         if not self.remaining:
             self.done = True
 
+    def give_up(self, why: str) -> None:
+        if self.done:
+            return
+        if self.world is not None:
+            self.world.kill(why)
+            self.collect(self.world)
+            self.world = None
+        for name in self.remaining:
+            self.results.setdefault(name, {"status": "not run", "message": why, "seconds": None,
+                                           "info": [], "traceback": ""})
+        self.remaining = []
+        self.done = True
+
     def collect(self, w: World) -> None:
         states = [w.read(r) or {} for r in range(len(w.procs))]
         codes = w.exit_codes()
@@ -254,6 +267,8 @@ class Sequence:
                 status = "hang"
             elif any(r and r["status"] == "fail" for r in per_rank):
                 status = "fail"
+            elif w.killed and not w.hung and all(c is not None and c < 0 for c in codes):
+                status = "not run"  # stopped from outside (the suite's deadline)
             else:
                 status = "crash"
             msgs = [f"rank {r}: {x['message']}" for r, x in enumerate(per_rank)
@@ -269,8 +284,14 @@ class Sequence:
         self.remaining = []
 
 
-def run_sequences(seqs: list) -> None:
+def run_sequences(seqs: list, deadline: float) -> None:
+    """Polls seqs until all are done or the suite's deadline passes; then
+    what still runs is killed and what is left is recorded as not run."""
     while not all(s.done for s in seqs):
+        if time.time() > deadline:
+            for s in seqs:
+                s.give_up("the suite's deadline (--deadline) passed")
+            return
         for s in seqs:
             s.poll()
         time.sleep(0.2)
@@ -320,6 +341,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", default="conformance-results")
     p.add_argument("--only", default="", help="comma-separated check names (default: all)")
+    p.add_argument("--deadline", type=float, default=480,
+                   help="seconds for the whole suite; what is left then is not run (GPU time "
+                        "is scarce: a run that goes wrong stops instead of retrying for long)")
     args = p.parse_args()
     sys.path.insert(0, str(HERE))
     C = check_module()
@@ -338,12 +362,13 @@ def main() -> int:
     t0 = time.time()
     first, together = plan(ngpu, only)
     done = []
+    deadline = t0 + args.deadline
     for spec in first:
         seq = Sequence(spec, out, budgets)
-        run_sequences([seq])
+        run_sequences([seq], deadline)
         done.append(seq)
     seqs = [Sequence(spec, out, budgets) for spec in together]
-    run_sequences(seqs)
+    run_sequences(seqs, deadline)
     done += seqs
 
     results = {
