@@ -13,87 +13,129 @@
 /*
  * The states and what the ledger holds in each.  An invariant holds on
  * entry to its state (mori_fsm_fire checks it there).  While the machine
- * sits in a state, the work of its outgoing transition appends the kinds
- * that transition acquires (the `acquires` column below), so between entry
- * and the next event the ledger is the state's invariant plus a prefix of
- * that work; RELEASE or FAIL can unwind it at any point.
+ * sits in a state, the step of its forward row appends the kinds that row
+ * acquires (the `acquires` column below), so between entry and the next
+ * event the ledger is the state's invariant plus a prefix of that step's
+ * work; RELEASE or FAIL can unwind it at any point.  FAILED is entered
+ * only by mori_fsm_fail, after an error, from any non-terminal state.
  *
  * INIT:
- *   A fresh machine.  The ledger is empty.  A block starts acquiring its
- *   physical handle here; a window records the block it borrows.
+ *   A fresh machine.  The ledger is empty.  A block creates its physical
+ *   handle from here; a window records the block it borrows.
+ *
+ * CREATED (block):
+ *   Exactly one physical handle (hipMemCreate); no address yet.
+ *
+ * RESERVED (block):
+ *   The physical handle and one local reservation of its size, nothing
+ *   mapped.
+ *
+ * BACKED (block):
+ *   The reservation is mapped to the handle (one local mapping), not yet
+ *   accessible: hipMemSetAccess has not run.
+ *
+ * ACCESSIBLE (block):
+ *   BACKED, with read-write access granted to the device.  The ledger
+ *   does not change.
  *
  * ALLOCATED (block):
- *   Exactly one physical handle (hipMemCreate), one local reservation and
- *   one local mapping of that handle, with access granted and the memory
- *   zeroed.  Nothing has been exported: no exported fd.
+ *   ACCESSIBLE, and the memory is zeroed (torch's pad must read 0).
+ *   Nothing has been exported: no exported fd.
  *
- * EXPORTED:
- *   Block: the ALLOCATED resources plus the exported fd of the POSIX-fd
- *   path (0..1: the fabric path keeps its 64-byte blob in the block and
- *   holds no fd).  The block stays here until free().
- *   Window: exactly one BLOCK_REF, the borrowed block, and nothing else.
+ * EXPORTED (block):
+ *   ALLOCATED plus the exported fd of the POSIX-fd path (0..1: the fabric
+ *   path keeps its 64-byte blob in the block and holds no fd).  The block
+ *   stays here, usable, until free() releases it.
+ *
+ * ATTACHED (window):
+ *   Exactly one BLOCK_REF, the borrowed EXPORTED block, and nothing else.
  *   The window never releases what the block owns.
  *
+ * BOUND (window):
+ *   The fd path has bound its channel socket (0..1: the fabric path binds
+ *   none), before anything is published, so that peers' datagrams always
+ *   find it.
+ *
+ * PUBLISHED, GATHERED, VALIDATED, SLOT_TAKEN (window):
+ *   The ledger is BOUND's; what moves on is outside it: the own request is
+ *   in the store (peers may act on it; a failure from here on publishes an
+ *   abort), then every peer's request is decoded, then the world agrees,
+ *   then the window's private signal slot is chosen.
+ *
+ * EXCHANGED (window):
+ *   Every peer's fd received on the fd path (0..world-1 received fds: the
+ *   fabric path receives none), kept open until the handle imported from it
+ *   is released; the channel is closed and out of the ledger.
+ *
  * RENDEZVOUS (window):
- *   The request is published, the world gathered and every peer's handle
- *   imported: exactly world-1 imported handles (none from the own rank,
- *   whose slot is mapped from the block's own handle).  The channel may
- *   still be bound (0..1) and received fds may still be open (0..world-1;
- *   the fabric path receives none).  No span, slot or table yet.
+ *   Every peer's handle imported: exactly world-1 imported handles (none
+ *   for the own rank, whose slot maps the block's own handle).  No span,
+ *   slot or table yet.
+ *
+ * SPAN_RESERVED (window):
+ *   The RENDEZVOUS resources plus one span reservation of world x stride;
+ *   no slot mapped yet.
+ *
+ * SLOTS_MAPPED (window):
+ *   Exactly world slot mappings, one per rank (the own slot from the
+ *   block's own handle, each peer's from its imported handle), not yet
+ *   accessible.
+ *
+ * SLOTS_ACCESSIBLE (window):
+ *   SLOTS_MAPPED, with read-write access granted on every slot.
+ *
+ * TABLES_BUILT (window):
+ *   SLOTS_ACCESSIBLE plus exactly two device tables (buffer pointers,
+ *   signal pad pointers), the host tables filled.
  *
  * MAPPED (window):
- *   The RENDEZVOUS resources plus one span reservation of world x stride,
- *   exactly world slot mappings (one per rank, own slot included), and up
- *   to two device tables (buffer pointers, signal pad pointers).
+ *   TABLES_BUILT, and every rank has mapped (the store barrier): the window
+ *   is usable.  It stays here until its block's teardown releases it.
  *
  * RELEASED, FAILED:
  *   Terminal.  The ledger has been unwound in reverse order and is empty.
- *   FAILED is entered only by mori_fsm_fail, after an error.
  */
 #define EXACT(c) {{0, (c)}, {0, (c)}}
 #define UPTO(c) {{0, 0}, {0, (c)}}
 #define EXACT_WORLD(c) {{1, (c)}, {1, (c)}}
 #define UPTO_WORLD(c) {{0, 0}, {1, (c)}}
 
+/* The ledgers the steps build on, as designated initializers. */
+#define BLOCK_RESERVED [MORI_RES_PHYS_HANDLE] = EXACT(1), [MORI_RES_LOCAL_RESERVATION] = EXACT(1)
+#define BLOCK_BACKED BLOCK_RESERVED, [MORI_RES_LOCAL_MAPPING] = EXACT(1)
+#define WINDOW_BOUND [MORI_RES_BLOCK_REF] = EXACT(1), [MORI_RES_CHANNEL] = UPTO(1)
+#define WINDOW_EXCHANGED [MORI_RES_BLOCK_REF] = EXACT(1), [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1)
+#define WINDOW_IMPORTED WINDOW_EXCHANGED, [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1)
+#define WINDOW_RESERVED WINDOW_IMPORTED, [MORI_RES_SPAN_RESERVATION] = EXACT(1)
+#define WINDOW_BACKED WINDOW_RESERVED, [MORI_RES_SLOT_MAPPING] = EXACT_WORLD(0)
+#define WINDOW_TABLES WINDOW_BACKED, [MORI_RES_DEVICE_TABLE] = EXACT(2)
+
+#define B MORI_FSM_BLOCK
+#define W MORI_FSM_WINDOW
+
 static const mori__fsm_invariant invariants[] = {
-    {.kinds = MORI_FSM_BLOCK | MORI_FSM_WINDOW, .state = MORI_WS_INIT}, /* nothing held */
-    {MORI_FSM_BLOCK,
-     MORI_WS_ALLOCATED,
-     {
-         [MORI_RES_PHYS_HANDLE] = EXACT(1),
-         [MORI_RES_LOCAL_RESERVATION] = EXACT(1),
-         [MORI_RES_LOCAL_MAPPING] = EXACT(1),
-     }},
-    {MORI_FSM_BLOCK,
-     MORI_WS_EXPORTED,
-     {
-         [MORI_RES_PHYS_HANDLE] = EXACT(1),
-         [MORI_RES_LOCAL_RESERVATION] = EXACT(1),
-         [MORI_RES_LOCAL_MAPPING] = EXACT(1),
-         [MORI_RES_EXPORTED_FD] = UPTO(1),
-     }},
-    {MORI_FSM_WINDOW, MORI_WS_EXPORTED, {[MORI_RES_BLOCK_REF] = EXACT(1)}},
-    {MORI_FSM_WINDOW,
-     MORI_WS_RENDEZVOUS,
-     {
-         [MORI_RES_BLOCK_REF] = EXACT(1),
-         [MORI_RES_CHANNEL] = UPTO(1),
-         [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1),
-         [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1),
-     }},
-    {MORI_FSM_WINDOW,
-     MORI_WS_MAPPED,
-     {
-         [MORI_RES_BLOCK_REF] = EXACT(1),
-         [MORI_RES_CHANNEL] = UPTO(1),
-         [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1),
-         [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1),
-         [MORI_RES_SPAN_RESERVATION] = EXACT(1),
-         [MORI_RES_SLOT_MAPPING] = EXACT_WORLD(0),
-         [MORI_RES_DEVICE_TABLE] = UPTO(2),
-     }},
-    {.kinds = MORI_FSM_BLOCK | MORI_FSM_WINDOW, .state = MORI_WS_RELEASED}, /* nothing held */
-    {.kinds = MORI_FSM_BLOCK | MORI_FSM_WINDOW, .state = MORI_WS_FAILED}, /* nothing held */
+    {.kinds = B | W, .state = MORI_WS_INIT}, /* nothing held */
+    {B, MORI_WS_CREATED, {[MORI_RES_PHYS_HANDLE] = EXACT(1)}},
+    {B, MORI_WS_RESERVED, {BLOCK_RESERVED}},
+    {B, MORI_WS_BACKED, {BLOCK_BACKED}},
+    {B, MORI_WS_ACCESSIBLE, {BLOCK_BACKED}},
+    {B, MORI_WS_ALLOCATED, {BLOCK_BACKED}},
+    {B, MORI_WS_EXPORTED, {BLOCK_BACKED, [MORI_RES_EXPORTED_FD] = UPTO(1)}},
+    {W, MORI_WS_ATTACHED, {[MORI_RES_BLOCK_REF] = EXACT(1)}},
+    {W, MORI_WS_BOUND, {WINDOW_BOUND}},
+    {W, MORI_WS_PUBLISHED, {WINDOW_BOUND}},
+    {W, MORI_WS_GATHERED, {WINDOW_BOUND}},
+    {W, MORI_WS_VALIDATED, {WINDOW_BOUND}},
+    {W, MORI_WS_SLOT_TAKEN, {WINDOW_BOUND}},
+    {W, MORI_WS_EXCHANGED, {WINDOW_EXCHANGED}},
+    {W, MORI_WS_RENDEZVOUS, {WINDOW_IMPORTED}},
+    {W, MORI_WS_SPAN_RESERVED, {WINDOW_RESERVED}},
+    {W, MORI_WS_SLOTS_MAPPED, {WINDOW_BACKED}},
+    {W, MORI_WS_SLOTS_ACCESSIBLE, {WINDOW_BACKED}},
+    {W, MORI_WS_TABLES_BUILT, {WINDOW_TABLES}},
+    {W, MORI_WS_MAPPED, {WINDOW_TABLES}},
+    {.kinds = B | W, .state = MORI_WS_RELEASED}, /* nothing held */
+    {.kinds = B | W, .state = MORI_WS_FAILED},   /* nothing held */
 };
 
 /* The tier orders the ledger: entries appear in non-decreasing tier, which
@@ -121,53 +163,108 @@ const mori__res_info mori__res_infos[MORI_RES__COUNT] = {
     [MORI_RES_DEVICE_TABLE] = {"DEVICE_TABLE", "device table", "device tables", 0, 0, 9, 0},
 };
 
-#define B MORI_FSM_BLOCK
-#define W MORI_FSM_WINDOW
 #define R(x) MORI__BIT(MORI_RES_##x)
+#define FORWARD(kinds, from, event, to, acquires) \
+  {kinds, MORI_WS_##from, MORI_EV_##event, MORI_WS_##to, acquires}
+#define FAIL(kinds, from) {kinds, MORI_WS_##from, MORI_EV_FAIL, MORI_WS_FAILED, 0}
 
+/* The forward rows in order are the two machines' steps; a driver fires
+ * them one after another (mori_fsm_forward).  Then the one RELEASE of each
+ * kind, and FAIL from every state a kind passes through. */
 const mori__fsm_row mori__fsm_rows[] = {
-    {B, MORI_WS_INIT, MORI_EV_ALLOCATE, MORI_WS_ALLOCATED,
-     R(PHYS_HANDLE) | R(LOCAL_RESERVATION) | R(LOCAL_MAPPING)},
-    {B, MORI_WS_ALLOCATED, MORI_EV_EXPORT, MORI_WS_EXPORTED, R(EXPORTED_FD)},
-    {W, MORI_WS_INIT, MORI_EV_ATTACH, MORI_WS_EXPORTED, R(BLOCK_REF)},
-    {W, MORI_WS_EXPORTED, MORI_EV_PUBLISH, MORI_WS_RENDEZVOUS,
-     R(CHANNEL) | R(RECEIVED_FD) | R(IMPORTED_HANDLE)},
-    {W, MORI_WS_RENDEZVOUS, MORI_EV_MAP, MORI_WS_MAPPED,
-     R(SPAN_RESERVATION) | R(SLOT_MAPPING) | R(DEVICE_TABLE)},
-    {B, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
-    {B | W, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
+    FORWARD(B, INIT, CREATE, CREATED, R(PHYS_HANDLE)),
+    FORWARD(B, CREATED, RESERVE, RESERVED, R(LOCAL_RESERVATION)),
+    FORWARD(B, RESERVED, MAP, BACKED, R(LOCAL_MAPPING)),
+    FORWARD(B, BACKED, GRANT, ACCESSIBLE, 0),
+    FORWARD(B, ACCESSIBLE, ZERO, ALLOCATED, 0),
+    FORWARD(B, ALLOCATED, EXPORT, EXPORTED, R(EXPORTED_FD)),
+    FORWARD(W, INIT, ATTACH, ATTACHED, R(BLOCK_REF)),
+    FORWARD(W, ATTACHED, BIND, BOUND, R(CHANNEL)),
+    FORWARD(W, BOUND, PUBLISH, PUBLISHED, 0),
+    FORWARD(W, PUBLISHED, GATHER, GATHERED, 0),
+    FORWARD(W, GATHERED, VALIDATE, VALIDATED, 0),
+    FORWARD(W, VALIDATED, TAKE_SLOT, SLOT_TAKEN, 0),
+    FORWARD(W, SLOT_TAKEN, EXCHANGE, EXCHANGED, R(RECEIVED_FD)),
+    FORWARD(W, EXCHANGED, IMPORT, RENDEZVOUS, R(IMPORTED_HANDLE)),
+    FORWARD(W, RENDEZVOUS, RESERVE, SPAN_RESERVED, R(SPAN_RESERVATION)),
+    FORWARD(W, SPAN_RESERVED, MAP, SLOTS_MAPPED, R(SLOT_MAPPING)),
+    FORWARD(W, SLOTS_MAPPED, GRANT, SLOTS_ACCESSIBLE, 0),
+    FORWARD(W, SLOTS_ACCESSIBLE, BUILD_TABLES, TABLES_BUILT, R(DEVICE_TABLE)),
+    FORWARD(W, TABLES_BUILT, BARRIER, MAPPED, 0),
+    {B, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
     {W, MORI_WS_MAPPED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
-    {B | W, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_ALLOCATED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B | W, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_RENDEZVOUS, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_MAPPED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
+    FAIL(B | W, INIT),
+    FAIL(B, CREATED),
+    FAIL(B, RESERVED),
+    FAIL(B, BACKED),
+    FAIL(B, ACCESSIBLE),
+    FAIL(B, ALLOCATED),
+    FAIL(B, EXPORTED),
+    FAIL(W, ATTACHED),
+    FAIL(W, BOUND),
+    FAIL(W, PUBLISHED),
+    FAIL(W, GATHERED),
+    FAIL(W, VALIDATED),
+    FAIL(W, SLOT_TAKEN),
+    FAIL(W, EXCHANGED),
+    FAIL(W, RENDEZVOUS),
+    FAIL(W, SPAN_RESERVED),
+    FAIL(W, SLOTS_MAPPED),
+    FAIL(W, SLOTS_ACCESSIBLE),
+    FAIL(W, TABLES_BUILT),
+    FAIL(W, MAPPED),
 };
 const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
 
 #undef B
 #undef W
 #undef R
+#undef FORWARD
+#undef FAIL
 
 static const char *const state_names[MORI_WS__COUNT] = {
-    "INIT", "ALLOCATED", "EXPORTED", "RENDEZVOUS", "MAPPED", "RELEASED", "FAILED",
+    "INIT",         "CREATED",    "RESERVED",      "BACKED",       "ACCESSIBLE",
+    "ALLOCATED",    "EXPORTED",   "ATTACHED",      "BOUND",        "PUBLISHED",
+    "GATHERED",     "VALIDATED",  "SLOT_TAKEN",    "EXCHANGED",    "RENDEZVOUS",
+    "SPAN_RESERVED", "SLOTS_MAPPED", "SLOTS_ACCESSIBLE", "TABLES_BUILT", "MAPPED",
+    "RELEASED",     "FAILED",
 };
 
 static const char *const event_names[MORI_EV__COUNT] = {
-    "ALLOCATE", "EXPORT", "ATTACH", "PUBLISH", "MAP", "RELEASE", "FAIL",
+    "CREATE",   "RESERVE",  "MAP",       "GRANT",    "ZERO",   "EXPORT",
+    "ATTACH",   "BIND",     "PUBLISH",   "GATHER",   "VALIDATE", "TAKE_SLOT",
+    "EXCHANGE", "IMPORT",   "BUILD_TABLES", "BARRIER", "RELEASE", "FAIL",
 };
 
 /* The invariant table in words; a test renders the table and compares. */
 static const char *const state_lines[MORI_WS__COUNT] = {
     [MORI_WS_INIT] = "empty ledger",
+    [MORI_WS_CREATED] = "block: 1 physical handle",
+    [MORI_WS_RESERVED] = "block: 1 physical handle, 1 local reservation",
+    [MORI_WS_BACKED] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
+    [MORI_WS_ACCESSIBLE] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
     [MORI_WS_ALLOCATED] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
     [MORI_WS_EXPORTED] = "block: 1 physical handle, 1 local reservation, 1 local mapping, "
-                         "0..1 exported fd; window: 1 block reference",
-    [MORI_WS_RENDEZVOUS] = "window: 1 block reference, 0..1 channel, 0..world-1 received fds, "
-                           "world-1 imported handles",
-    [MORI_WS_MAPPED] = "window: 1 block reference, 0..1 channel, 0..world-1 received fds, "
-                       "world-1 imported handles, 1 span reservation, world slot mappings, "
-                       "0..2 device tables",
+        "0..1 exported fd",
+    [MORI_WS_ATTACHED] = "window: 1 block reference",
+    [MORI_WS_BOUND] = "window: 1 block reference, 0..1 channel",
+    [MORI_WS_PUBLISHED] = "window: 1 block reference, 0..1 channel",
+    [MORI_WS_GATHERED] = "window: 1 block reference, 0..1 channel",
+    [MORI_WS_VALIDATED] = "window: 1 block reference, 0..1 channel",
+    [MORI_WS_SLOT_TAKEN] = "window: 1 block reference, 0..1 channel",
+    [MORI_WS_EXCHANGED] = "window: 1 block reference, 0..world-1 received fds",
+    [MORI_WS_RENDEZVOUS] = "window: 1 block reference, 0..world-1 received fds, "
+        "world-1 imported handles",
+    [MORI_WS_SPAN_RESERVED] = "window: 1 block reference, 0..world-1 received fds, "
+        "world-1 imported handles, 1 span reservation",
+    [MORI_WS_SLOTS_MAPPED] = "window: 1 block reference, 0..world-1 received fds, "
+        "world-1 imported handles, 1 span reservation, world slot mappings",
+    [MORI_WS_SLOTS_ACCESSIBLE] = "window: 1 block reference, 0..world-1 received fds, "
+        "world-1 imported handles, 1 span reservation, world slot mappings",
+    [MORI_WS_TABLES_BUILT] = "window: 1 block reference, 0..world-1 received fds, "
+        "world-1 imported handles, 1 span reservation, world slot mappings, 2 device tables",
+    [MORI_WS_MAPPED] = "window: 1 block reference, 0..world-1 received fds, "
+        "world-1 imported handles, 1 span reservation, world slot mappings, 2 device tables",
     [MORI_WS_RELEASED] = "empty ledger",
     [MORI_WS_FAILED] = "empty ledger",
 };
@@ -254,6 +351,61 @@ int mori_fsm_next(mori_fsm_kind kind, mori_wstate state, mori_wevent ev) {
   return r ? (int)r->to : -1;
 }
 
+/* A forward row leads to a non-terminal state: not RELEASE, not FAIL. */
+int mori_fsm_forward(mori_fsm_kind kind, mori_wstate state) {
+  if (!valid_kind(kind)) return -1;
+  for (size_t i = 0; i < mori__fsm_nrows; i++) {
+    const mori__fsm_row *r = &mori__fsm_rows[i];
+    if ((r->kinds & (unsigned)kind) && r->from == state && !is_terminal(r->to))
+      return (int)r->event;
+  }
+  return -1;
+}
+
+/* ---- the ledger's memory ---- */
+
+static void *libc_alloc(void *ptr, size_t size) {
+  if (size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, size);
+}
+
+static mori_fsm_alloc_fn ledger_alloc = libc_alloc;
+
+void mori_fsm_set_allocator(mori_fsm_alloc_fn fn) { ledger_alloc = fn ? fn : libc_alloc; }
+
+size_t mori_fsm_capacity(const mori_fsm *m) {
+  size_t most = 0;
+  for (size_t i = 0; i < sizeof invariants / sizeof invariants[0]; i++) {
+    if (!(invariants[i].kinds & (unsigned)m->kind)) continue;
+    size_t n = 0;
+    for (int r = 0; r < MORI_RES__COUNT; r++) {
+      int hi = mori__bound_value(invariants[i].count[r].hi, m->world_size);
+      n += hi > 0 ? (size_t)hi : 0;
+    }
+    if (n > most) most = n;
+  }
+  return most;
+}
+
+static int grow(mori_fsm *m, size_t cap, const char *why) {
+  if (cap <= m->cap) return MORI_FSM_OK;
+  mori_ledger_entry *grown = ledger_alloc(m->ledger, cap * sizeof *grown);
+  if (grown == NULL)
+    return say(m, MORI_FSM_ENOMEM, "%s: no memory for a ledger of %zu entries", why, cap);
+  m->ledger = grown;
+  m->cap = cap;
+  return MORI_FSM_OK;
+}
+
+int mori_fsm_reserve(mori_fsm *m, size_t n) {
+  if (is_terminal(m->state))
+    return say(m, MORI_FSM_ETERMINAL, "reserve: machine is %s", mori_wstate_name(m->state));
+  return grow(m, m->len + n, "reserve");
+}
+
 void mori_fsm_init(mori_fsm *m, mori_fsm_kind kind, int rank, int world_size) {
   assert(valid_kind(kind));
   memset(m, 0, sizeof *m);
@@ -266,7 +418,7 @@ void mori_fsm_init(mori_fsm *m, mori_fsm_kind kind, int rank, int world_size) {
 void mori_fsm_destroy(mori_fsm *m) {
   /* A live machine still owns resources that nothing would release. */
   assert(m->len == 0 && (m->state == MORI_WS_INIT || is_terminal(m->state)));
-  free(m->ledger);
+  if (m->ledger != NULL) (void)ledger_alloc(m->ledger, 0);
   m->ledger = NULL;
   m->len = m->cap = 0;
 }
@@ -288,12 +440,8 @@ int mori_fsm_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int 
     return say(m, MORI_FSM_EILLEGAL, "push %s: not acquired in %s (%s)", mori_res_name(kind), sn,
                mori__fsm_kind_name(m->kind));
   if (m->len == m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 8;
-    mori_ledger_entry *grown = realloc(m->ledger, cap * sizeof *grown);
-    if (grown == NULL)
-      return say(m, MORI_FSM_ENOMEM, "push %s: ledger of %zu entries", mori_res_name(kind), cap);
-    m->ledger = grown;
-    m->cap = cap;
+    int rc = grow(m, m->cap ? 2 * m->cap : 8, mori_res_name(kind));
+    if (rc != MORI_FSM_OK) return rc;
   }
   m->ledger[m->len++] = (mori_ledger_entry){kind, value, size, aux};
   return MORI_FSM_OK;

@@ -1,7 +1,8 @@
 /*
  * fsm_dot.c - the machine's tables in words: the invariant line of each
- * state rendered from the invariant table, and the Graphviz diagram drawn
- * from the transition table (docs/state-machine.md embeds its output).
+ * state rendered from the invariant table, the Graphviz diagram and the
+ * markdown table of steps drawn from the transition table
+ * (docs/state-machine.md embeds both; a test compares).
  */
 #include "fsm_internal.h"
 
@@ -138,7 +139,51 @@ void mori_fsm_write_dot(FILE *out) {
     write_kinds(out, r->kinds);
     fputs(")\", tooltip=\"", out);
     write_acquires(out, r->acquires);
-    fputs("\"];\n", out);
+    /* Rollbacks drawn apart from the forward paths they would crowd. */
+    fputs(r->event == MORI_EV_FAIL ? "\", style=dashed, color=gray50, fontcolor=gray50];\n"
+                                   : "\"];\n",
+          out);
   }
   fputs("}\n", out);
+}
+
+static void write_res_list(FILE *out, unsigned acquires) {
+  const char *sep = "";
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    if (!(acquires & MORI__BIT(r))) continue;
+    fprintf(out, "%s%s", sep, mori_res_name((mori_res)r));
+    sep = ", ";
+  }
+  if (*sep == '\0') fputs("-", out);
+}
+
+void mori_fsm_write_steps(FILE *out) {
+  fputs("| Kind | From | Step (event) | To | Acquires |\n"
+        "|------|------|--------------|----|----------|\n",
+        out);
+  for (size_t i = 0; i < mori__fsm_nrows; i++) {
+    const mori__fsm_row *r = &mori__fsm_rows[i];
+    if (r->event == MORI_EV_FAIL) continue;
+    fputs("| ", out);
+    write_kinds(out, r->kinds);
+    fprintf(out, " | %s | %s | %s | ", mori_wstate_name(r->from), mori_wevent_name(r->event),
+            mori_wstate_name(r->to));
+    if (r->event == MORI_EV_RELEASE)
+      fputs("(unwinds the ledger)", out);
+    else
+      write_res_list(out, r->acquires);
+    fputs(" |\n", out);
+  }
+  /* FAIL: one line per kind, listing the states it leaves from. */
+  for (unsigned k = MORI_FSM_BLOCK; k <= MORI_FSM_WINDOW; k <<= 1) {
+    fprintf(out, "| %s | ", mori__fsm_kind_name((mori_fsm_kind)k));
+    const char *sep = "";
+    for (size_t i = 0; i < mori__fsm_nrows; i++) {
+      const mori__fsm_row *r = &mori__fsm_rows[i];
+      if (r->event != MORI_EV_FAIL || !(r->kinds & k)) continue;
+      fprintf(out, "%s%s", sep, mori_wstate_name(r->from));
+      sep = ", ";
+    }
+    fputs(" | FAIL | FAILED | (rolls the ledger back) |\n", out);
+  }
 }

@@ -334,34 +334,53 @@ static void fire(seed *s, mori_wevent ev) {
   add(s, op, sizeof op);
 }
 
+/* A block through EXPORTED, one step per forward row. */
 static void block_script(seed *s, int export_fd) {
   add_u8(s, 0);
   push(s, MORI_RES_PHYS_HANDLE, 1, 0);
+  fire(s, MORI_EV_CREATE);
   push(s, MORI_RES_LOCAL_RESERVATION, 2, 0);
+  fire(s, MORI_EV_RESERVE);
   push(s, MORI_RES_LOCAL_MAPPING, 3, 0);
-  fire(s, MORI_EV_ALLOCATE);
+  fire(s, MORI_EV_MAP);
+  fire(s, MORI_EV_GRANT);
+  fire(s, MORI_EV_ZERO);
   if (export_fd) push(s, MORI_RES_EXPORTED_FD, 4, 0);
   fire(s, MORI_EV_EXPORT);
 }
 
-/* A window of `world` ranks as rank `rank`, through MAPPED. */
+/* A window of `world` ranks as rank `rank`, through MAPPED: the fd path
+ * binds a channel, receives every peer's fd and closes the channel. */
 static void window_script(seed *s, int world, int rank, int fds) {
   uint8_t head[3] = {1, (uint8_t)world, (uint8_t)rank};
   add(s, head, sizeof head);
   push(s, MORI_RES_BLOCK_REF, 1, 0);
   fire(s, MORI_EV_ATTACH);
-  push(s, MORI_RES_CHANNEL, 2, 0);
-  for (int p = 0; p < world; p++) {
-    if (p == rank) continue;
-    if (fds) push(s, MORI_RES_RECEIVED_FD, (uint8_t)(16 + p), p);
-    push(s, MORI_RES_IMPORTED_HANDLE, (uint8_t)(32 + p), p);
-  }
+  if (fds) push(s, MORI_RES_CHANNEL, 2, 0);
+  fire(s, MORI_EV_BIND);
   fire(s, MORI_EV_PUBLISH);
+  fire(s, MORI_EV_GATHER);
+  fire(s, MORI_EV_VALIDATE);
+  fire(s, MORI_EV_TAKE_SLOT);
+  for (int p = 0; fds && p < world; p++)
+    if (p != rank) push(s, MORI_RES_RECEIVED_FD, (uint8_t)(16 + p), p);
+  if (fds) {
+    uint8_t forget[3] = {OP_FORGET, MORI_RES_CHANNEL + 1, 2};
+    add(s, forget, sizeof forget);
+  }
+  fire(s, MORI_EV_EXCHANGE);
+  for (int p = 0; p < world; p++)
+    if (p != rank) push(s, MORI_RES_IMPORTED_HANDLE, (uint8_t)(32 + p), p);
+  fire(s, MORI_EV_IMPORT);
   push(s, MORI_RES_SPAN_RESERVATION, 3, 0);
+  fire(s, MORI_EV_RESERVE);
   for (int p = 0; p < world; p++) push(s, MORI_RES_SLOT_MAPPING, (uint8_t)(48 + p), p);
+  fire(s, MORI_EV_MAP);
+  fire(s, MORI_EV_GRANT);
   push(s, MORI_RES_DEVICE_TABLE, 4, 0);
   push(s, MORI_RES_DEVICE_TABLE, 5, 0);
-  fire(s, MORI_EV_MAP);
+  fire(s, MORI_EV_BUILD_TABLES);
+  fire(s, MORI_EV_BARRIER);
 }
 
 static void fsm_seeds(void) {
@@ -376,6 +395,7 @@ static void fsm_seeds(void) {
   s.n = 0;
   add_u8(&s, 0);
   push(&s, MORI_RES_PHYS_HANDLE, 0x81, 0); /* its release fails */
+  fire(&s, MORI_EV_CREATE);
   push(&s, MORI_RES_LOCAL_RESERVATION, 2, 0);
   add_u8(&s, OP_FAIL);
   emit("fsm", "block-rollback-with-failing-release", &s);
@@ -390,24 +410,31 @@ static void fsm_seeds(void) {
              shapes[i][2] ? "-fd" : "-fabric");
     emit("fsm", name, &s);
   }
-  /* The fd path closes each received fd once its import succeeded. */
+  /* A received fd whose ownership passed on (forgotten), then a rollback. */
   s.n = 0;
   window_script(&s, 2, 0, 1);
   uint8_t forget[3] = {OP_FORGET, MORI_RES_RECEIVED_FD + 1, 17};
   add(&s, forget, sizeof forget);
   add_u8(&s, OP_FAIL);
   emit("fsm", "window-forget-received-fd-then-fail", &s);
-  /* An import recorded before the channel: the ledger is out of order. */
+  /* An exchange that never closed its channel: EXCHANGED's invariant
+   * refuses the fire, and the rollback closes both. */
   s.n = 0;
   uint8_t head[3] = {1, 2, 0};
   add(&s, head, sizeof head);
   push(&s, MORI_RES_BLOCK_REF, 1, 0);
   fire(&s, MORI_EV_ATTACH);
-  push(&s, MORI_RES_IMPORTED_HANDLE, 33, 1);
   push(&s, MORI_RES_CHANNEL, 2, 0);
+  fire(&s, MORI_EV_BIND);
+  push(&s, MORI_RES_BLOCK_REF, 3, 0); /* not acquired here: refused */
   fire(&s, MORI_EV_PUBLISH);
+  fire(&s, MORI_EV_GATHER);
+  fire(&s, MORI_EV_VALIDATE);
+  fire(&s, MORI_EV_TAKE_SLOT);
+  push(&s, MORI_RES_RECEIVED_FD, 17, 1);
+  fire(&s, MORI_EV_EXCHANGE); /* the channel is still open: broken invariant */
   add_u8(&s, OP_FAIL);
-  emit("fsm", "window-out-of-order-ledger", &s);
+  emit("fsm", "window-exchange-keeping-the-channel", &s);
 }
 
 /* ---- fault injection: schedules and traces are text ---- */

@@ -157,44 +157,63 @@ static int zero_block(mori_block *b) {
   return rc;
 }
 
-/* ALLOCATE: create, reserve, map, grant access, zero. */
-static int allocate(mori_block *b, const hipMemAllocationProp *prop, size_t gran) {
-  hipMemGenericAllocationHandle_t h;
-  void *va = NULL;
-  MORI_HIP("hipMemCreate", mori_hipMemCreate(&h, b->alloc_size, prop, 0));
-  b->handle = h;
-  MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_PHYS_HANDLE, (uintptr_t)h, b->alloc_size, 0));
-  MORI_HIP("hipMemAddressReserve", mori_hipMemAddressReserve(&va, b->alloc_size, gran, NULL, 0));
-  MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_LOCAL_RESERVATION, (uintptr_t)va, b->alloc_size, 0));
-  MORI_HIP("hipMemMap", mori_hipMemMap(va, b->alloc_size, 0, h, 0));
-  MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_LOCAL_MAPPING, (uintptr_t)va, b->alloc_size, 0));
-  b->base = va;
-  hipMemAccessDesc access = {{hipMemLocationTypeDevice, b->device},
-                             hipMemAccessFlagsProtReadWrite};
-  MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(va, b->alloc_size, &access, 1));
-  MORI_GUARD(zero_block(b));
-  return mori_fsm_fire(&b->fsm, MORI_EV_ALLOCATE) ? mori__error(MORI_ESTATE, "alloc: %s",
-                                                                b->fsm.why)
-                                                  : 0;
+/* ---- the block machine's steps, one per forward row of fsm.c ---- */
+
+struct alloc_ctx {
+  mori_block *b;
+  hipMemAllocationProp prop;
+};
+
+static int step_create(void *p) {
+  struct alloc_ctx *c = p;
+  mori_block *b = c->b;
+  MORI_HIP("hipMemCreate", mori_hipMemCreate(&b->handle, b->alloc_size, &c->prop, 0));
+  return mori__ledger_add(&b->fsm, MORI_RES_PHYS_HANDLE, (uintptr_t)b->handle, b->alloc_size, 0);
 }
 
-/* EXPORT: the shareable handle every rendezvous on this block will send. */
-static int export_block(mori_block *b) {
+static int step_reserve(void *p) {
+  mori_block *b = ((struct alloc_ctx *)p)->b;
+  MORI_HIP("hipMemAddressReserve",
+           mori_hipMemAddressReserve(&b->base, b->alloc_size, b->granularity, NULL, 0));
+  return mori__ledger_add(&b->fsm, MORI_RES_LOCAL_RESERVATION, (uintptr_t)b->base, b->alloc_size,
+                          0);
+}
+
+static int step_map(void *p) {
+  mori_block *b = ((struct alloc_ctx *)p)->b;
+  MORI_HIP("hipMemMap", mori_hipMemMap(b->base, b->alloc_size, 0, b->handle, 0));
+  return mori__ledger_add(&b->fsm, MORI_RES_LOCAL_MAPPING, (uintptr_t)b->base, b->alloc_size, 0);
+}
+
+static int step_grant(void *p) {
+  mori_block *b = ((struct alloc_ctx *)p)->b;
+  hipMemAccessDesc access = {{hipMemLocationTypeDevice, b->device},
+                             hipMemAccessFlagsProtReadWrite};
+  MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(b->base, b->alloc_size, &access, 1));
+  return 0;
+}
+
+static int step_zero(void *p) { return zero_block(((struct alloc_ctx *)p)->b); }
+
+/* The shareable handle every rendezvous on this block will send. */
+static int step_export(void *p) {
+  mori_block *b = ((struct alloc_ctx *)p)->b;
   if (b->handle_type == hipMemHandleTypeFabric) {
     MORI_HIP("hipMemExportToShareableHandle",
              mori_hipMemExportToShareableHandle(&b->fabric, b->handle, hipMemHandleTypeFabric, 0));
-  } else {
-    int fd = -1;
-    MORI_HIP("hipMemExportToShareableHandle",
-             mori_hipMemExportToShareableHandle(&fd, b->handle,
-                                                hipMemHandleTypePosixFileDescriptor, 0));
-    b->exported_fd = fd;
-    MORI_GUARD(mori_fsm_push(&b->fsm, MORI_RES_EXPORTED_FD, (uintptr_t)fd, 0, 0));
+    return 0;
   }
-  return mori_fsm_fire(&b->fsm, MORI_EV_EXPORT) ? mori__error(MORI_ESTATE, "export: %s",
-                                                              b->fsm.why)
-                                                : 0;
+  MORI_HIP("hipMemExportToShareableHandle",
+           mori_hipMemExportToShareableHandle(&b->exported_fd, b->handle,
+                                              hipMemHandleTypePosixFileDescriptor, 0));
+  return mori__ledger_add(&b->fsm, MORI_RES_EXPORTED_FD, (uintptr_t)b->exported_fd, 0, 0);
 }
+
+static const mori__step block_steps[MORI_EV__COUNT] = {
+    [MORI_EV_CREATE] = step_create, [MORI_EV_RESERVE] = step_reserve,
+    [MORI_EV_MAP] = step_map,       [MORI_EV_GRANT] = step_grant,
+    [MORI_EV_ZERO] = step_zero,     [MORI_EV_EXPORT] = step_export,
+};
 
 static void release_all_at_exit(void) {
   if (mori_symm_teardown_enabled()) (void)mori_symm_release_all();
@@ -227,8 +246,8 @@ static int alloc_block(mori_block *b, size_t size, int device) {
   b->alloc_size = mori__round_up(
       b->signal_pad_offset + (1 + MORI_WIRE_SIGNAL_SLOTS) * b->signal_pad_size, gran);
   if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
-  MORI_GUARD(allocate(b, &prop, gran));
-  return export_block(b);
+  struct alloc_ctx c = {b, prop};
+  return mori__drive(&b->fsm, block_steps, &c, NULL);
 }
 
 int mori_symm_alloc(size_t size, int device, void **ptr) {
@@ -251,7 +270,9 @@ int mori_symm_alloc(size_t size, int device, void **ptr) {
     pthread_mutex_unlock(&mori__lock);
   }
   if (rc != 0) {
-    (void)mori__unwind(&b->fsm, 1);
+    /* The driver rolled back a failed step; a block that was whole but
+     * found no room in the table is rolled back here. */
+    if (b->fsm.state != MORI_WS_FAILED) (void)mori__unwind(&b->fsm, 1);
     mori_fsm_destroy(&b->fsm);
     free(b);
     mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);

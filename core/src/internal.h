@@ -48,6 +48,18 @@ int mori__release_entry(void *ctx, const mori_ledger_entry *e);
  * rollback keeps the message of the error that caused it, adding the first
  * rollback failure, if any. */
 int mori__unwind(mori_fsm *m, int fail);
+/* A step of a machine: one forward row's work (the row's acquisitions
+ * recorded with mori__ledger_add). */
+typedef int (*mori__step)(void *ctx);
+/* Runs m's steps (indexed by event) from its state to its final one, firing
+ * each row's event.  On a failure: on_fail (may be NULL), then the rollback
+ * through the release table; the message names the step. */
+int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
+                void (*on_fail)(void *ctx, int rc));
+/* Records an acquired resource (cannot fail for memory under mori__drive). */
+int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux);
+/* The value of the entry of kind for rank aux. */
+int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *value);
 /* Runs a shim call and turns a failure into MORI_EHIP naming it. */
 #define MORI_HIP(call, expr)                                                         \
   do {                                                                               \

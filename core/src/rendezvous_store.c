@@ -106,11 +106,13 @@ int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
 int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int timeout_ms) {
   char key[512];
   mori__store_key(key, sizeof key, w, what, w->rank);
-  MORI_GUARD(store->set(store, key, "1", 1));
+  /* Everything that can fail here fails before the own key is set: once
+   * it is, peers may pass the barrier whatever this rank does next. */
   void **vals = mori_calloc((size_t)w->world, sizeof *vals);
   size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
-  int rc = vals && lens ? mori__gather(w, store, what, vals, lens, timeout_ms)
+  int rc = vals && lens ? store->set(store, key, "1", 1)
                         : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (rc == 0) rc = mori__gather(w, store, what, vals, lens, timeout_ms);
   if (vals) mori__free_vals(vals, w->world);
   free(vals);
   free(lens);

@@ -1,8 +1,11 @@
 /*
- * resource.c - how each kind of ledger entry is given back.  One row per
- * mori_res; the state machine decides the order, this table the call.
+ * resource.c - how each kind of ledger entry is given back (one row per
+ * mori_res; the state machine decides the order, this table the call), and
+ * the driver that walks a machine through its steps.
  */
 #include "internal.h"
+
+#include <stdlib.h>
 
 #include "mori/channel.h"
 
@@ -88,4 +91,62 @@ int mori__unwind(mori_fsm *m, int fail) {
   if (first.rc != 0) return mori__error(first.rc, "%s", first.message);
   if (rc != 0) return mori__error(MORI_ESTATE, "release: %s", m->why);
   return 0;
+}
+
+/* The ledgers' memory comes through the allocation seam like every other
+ * host allocation of the core, so that the fault shim can fail it. */
+static void *ledger_alloc(void *ptr, size_t size) {
+  if (size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return mori_realloc(ptr, size);
+}
+
+__attribute__((constructor)) static void ledgers_use_the_seam(void) {
+  mori_fsm_set_allocator(ledger_alloc);
+}
+
+int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux) {
+  /* The driver reserved the ledger's room before the first step, so only
+   * a step recording what its row does not acquire should get here. */
+  int rc = mori_fsm_push(m, kind, value, size, aux);
+  if (rc == 0) return 0;
+  return mori__error(rc == MORI_FSM_ENOMEM ? MORI_ENOMEM : MORI_ESTATE, "ledger: %s", m->why);
+}
+
+int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *value) {
+  for (size_t i = 0; i < m->len; i++)
+    if (m->ledger[i].kind == kind && m->ledger[i].aux == aux) {
+      *value = m->ledger[i].value;
+      return 0;
+    }
+  return mori__error(MORI_ESTATE, "ledger: no %s for rank %d", mori_res_name(kind), aux);
+}
+
+/* s2n's handshake loop: the table says which step leaves the current
+ * state; the driver runs it and fires its event, which checks the new
+ * state's invariants.  The ledger's room is reserved first, so a step's
+ * acquisition can always be recorded: an allocation failure can only
+ * come before anything was acquired, or from a step, never between a
+ * step's acquisition and its record. */
+int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
+                void (*on_fail)(void *ctx, int rc)) {
+  int rc = 0, ev = -1;
+  if (mori_fsm_reserve(m, mori_fsm_capacity(m)) != 0)
+    rc = mori__error(MORI_ENOMEM, "ledger: %s", m->why);
+  while (rc == 0 && (ev = mori_fsm_forward(m->kind, m->state)) >= 0) {
+    const char *name = mori_wevent_name((mori_wevent)ev);
+    MORI_LOG(MORI_LOG_TRACE, m->kind == MORI_FSM_WINDOW ? m->rank : -1, -1, "step %s from %s",
+             name, mori_wstate_name(m->state));
+    rc = steps[ev] ? steps[ev](ctx) : mori__error(MORI_ESTATE, "no step for %s", name);
+    if (rc == 0 && mori_fsm_fire(m, (mori_wevent)ev) != 0)
+      rc = mori__error(MORI_ESTATE, "%s", m->why);
+    if (rc != 0) mori__error_prefix("step %s: ", name);
+  }
+  if (rc != 0) {
+    if (on_fail != NULL) on_fail(ctx, rc);
+    (void)mori__unwind(m, 1);
+  }
+  return rc;
 }

@@ -1,8 +1,9 @@
 /*
- * window.c - rendezvous as a WINDOW machine: ATTACH to the block, PUBLISH
- * (bind the fd channel, publish the request, gather and validate the world,
- * exchange and import handles), MAP (reserve the span, map every slot, build
- * the pointer tables, store barrier); teardown; stream-ordered signals.
+ * window.c - rendezvous as a WINDOW machine: one step function per forward
+ * row of the table in fsm.c (attach, bind, publish, gather, validate, take
+ * a signal slot, exchange fds, import, reserve the span, map, grant, build
+ * the tables, barrier), driven by mori__drive; the cache per (block,
+ * group); teardown; the accessors.
  */
 #include "internal.h"
 
@@ -72,50 +73,6 @@ static void fill_request(const mori_window *w, const char *socket_name, mori_req
 }
 
 
-static int import_peer(mori_window *w, const mori_request *q, int fd) {
-  hipMemGenericAllocationHandle_t h;
-  hipError_t e;
-  if (w->handle_type == hipMemHandleTypeFabric) {
-    hipMemFabricHandle_t blob;
-    memcpy(blob.data, q->fabric, sizeof blob.data);
-    e = mori_hipMemImportFromShareableHandle(&h, &blob, hipMemHandleTypeFabric);
-  } else {
-    e = mori_hipMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
-                                             hipMemHandleTypePosixFileDescriptor);
-  }
-  if (e != hipSuccess) {
-    mori__hip_error("hipMemImportFromShareableHandle", e);
-    mori__error_prefix("import from rank %d: ", (int)q->rank);
-    return MORI_EHIP;
-  }
-  return mori_fsm_push(&w->fsm, MORI_RES_IMPORTED_HANDLE, (uintptr_t)h, 0, (int)q->rank);
-}
-
-static int exchange_fds(mori_window *w, mori_store *store, mori_channel *ch,
-                        const mori_request *reqs, int timeout_ms) {
-  int *fds = mori_malloc((size_t)w->world * sizeof *fds);
-  if (fds == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  struct mori__abort_ctx actx = {w, store};
-  mori_channel_set_abort_check(ch, mori__channel_abort_check, &actx);
-  int rc = mori_channel_exchange(ch, reqs, w->world, w->rank, w->seq, w->block->exported_fd,
-                                 fds, timeout_ms);
-  /* Received fds stay open until the imported handle is released: some
-   * ROCm releases fail map/access if the importer closed its fd early. */
-  for (int r = 0; rc == 0 && r < w->world; r++) {
-    if (r == w->rank) continue;
-    rc = mori_fsm_push(&w->fsm, MORI_RES_RECEIVED_FD, (uintptr_t)fds[r], 0, r);
-    if (rc != 0) {
-      for (int k = r; k < w->world; k++)
-        if (k != w->rank) (void)mori_close(fds[k]);
-      rc = mori__error(MORI_ESTATE, "ledger: %s", w->fsm.why);
-    }
-  }
-  for (int r = 0; rc == 0 && r < w->world; r++)
-    if (r != w->rank) rc = import_peer(w, &reqs[r], fds[r]);
-  free(fds);
-  return rc;
-}
-
 /* Windows of one block share its private signal area, so each takes a slot
  * of its own: the lowest slot no member has in use on its block (every
  * member computes the same one from the same requests).  Without it, two
@@ -136,83 +93,206 @@ static int take_signal_slot(mori_window *w, const mori_request *reqs) {
                      MORI_WIRE_SIGNAL_SLOTS, used);
 }
 
-static int publish(mori_window *w, mori_store *store, mori_request *reqs, int timeout_ms) {
-  mori_channel *ch = NULL;
-  int fd_path = w->block->handle_type == hipMemHandleTypePosixFileDescriptor;
-  if (fd_path) {
-    MORI_GUARD(mori_channel_open(w->seq, &ch));
-    MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch, 0, 0));
-  }
-  fill_request(w, ch ? mori_channel_name(ch) : "", &reqs[w->rank]);
-  MORI_GUARD(mori__publish_request(w, store, &reqs[w->rank]));
-  MORI_GUARD(mori__gather_requests(w, store, reqs, timeout_ms));
-  mori_world_info info;
-  MORI_GUARD(mori_validate_world(reqs, w->world, w->rank, &info));
-  w->handle_type = (int)info.handle_type;
-  w->direct_access = info.world_within_direct_access;
-  MORI_GUARD(take_signal_slot(w, reqs));
-  if (fd_path) {
-    MORI_GUARD(exchange_fds(w, store, ch, reqs, timeout_ms));
-    /* The socket has done its work; closing it now bounds fd use. */
-    (void)mori_fsm_forget(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)ch);
-    mori_channel_close(ch);
-  } else {
-    for (int r = 0; r < w->world; r++)
-      if (r != w->rank) MORI_GUARD(import_peer(w, &reqs[r], -1));
-  }
-  return mori_fsm_fire(&w->fsm, MORI_EV_PUBLISH)
-             ? mori__error(MORI_ESTATE, "publish: %s", w->fsm.why)
-             : 0;
+/* ---- the window machine's steps, one per forward row of fsm.c ---- */
+
+/* What the steps of one rendezvous share, besides the window. */
+struct rendezvous {
+  mori_window *w;
+  mori_store *store;
+  mori_request *reqs; /* world entries (ATTACH); the own one filled by PUBLISH */
+  mori_channel *ch;   /* the fd path's channel, BIND to EXCHANGE */
+  int timeout_ms;
+};
+
+static int fd_path(const mori_window *w) {
+  return w->block->handle_type == hipMemHandleTypePosixFileDescriptor;
 }
 
-/* ---- MAP ---- */
+static int step_attach(void *p) {
+  struct rendezvous *r = p;
+  mori_window *w = r->w;
+  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)w->block, 0, 0));
+  MORI_HIP("hipSetDevice", mori_hipSetDevice(w->block->device));
+  r->reqs = mori_calloc((size_t)w->world, sizeof *r->reqs);
+  return r->reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+}
 
-static hipMemGenericAllocationHandle_t slot_handle(const mori_window *w, int r) {
-  if (r == w->rank) return w->block->handle;
-  for (size_t i = 0; i < w->fsm.len; i++) {
-    const mori_ledger_entry *e = &w->fsm.ledger[i];
-    if (e->kind == MORI_RES_IMPORTED_HANDLE && e->aux == r)
-      return (hipMemGenericAllocationHandle_t)e->value;
+/* The socket is bound before the request names it, so a peer's datagram
+ * always finds it and no retry loop is needed. */
+static int step_bind(void *p) {
+  struct rendezvous *r = p;
+  if (!fd_path(r->w)) return 0;
+  MORI_GUARD(mori_channel_open(r->w->seq, &r->ch));
+  return mori__ledger_add(&r->w->fsm, MORI_RES_CHANNEL, (uintptr_t)r->ch, 0, 0);
+}
+
+static int step_publish(void *p) {
+  struct rendezvous *r = p;
+  mori_window *w = r->w;
+  fill_request(w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[w->rank]);
+  return mori__publish_request(w, r->store, &r->reqs[w->rank]);
+}
+
+static int step_gather(void *p) {
+  struct rendezvous *r = p;
+  return mori__gather_requests(r->w, r->store, r->reqs, r->timeout_ms);
+}
+
+static int step_validate(void *p) {
+  struct rendezvous *r = p;
+  mori_world_info info;
+  MORI_GUARD(mori_validate_world(r->reqs, r->w->world, r->w->rank, &info));
+  r->w->handle_type = (int)info.handle_type;
+  r->w->direct_access = info.world_within_direct_access;
+  return 0;
+}
+
+static int step_take_slot(void *p) {
+  struct rendezvous *r = p;
+  return take_signal_slot(r->w, r->reqs);
+}
+
+/* Received fds stay open (in the ledger) until the handle imported from
+ * each is released: some ROCm releases fail map/access if the importer
+ * closed its fd early.  The socket has done its work: closing it now
+ * bounds fd use. */
+static int step_exchange(void *p) {
+  struct rendezvous *r = p;
+  mori_window *w = r->w;
+  if (!fd_path(w)) return 0;
+  int *fds = mori_malloc((size_t)w->world * sizeof *fds);
+  if (fds == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  struct mori__abort_ctx actx = {w, r->store};
+  mori_channel_set_abort_check(r->ch, mori__channel_abort_check, &actx);
+  int rc = mori_channel_exchange(r->ch, r->reqs, w->world, w->rank, w->seq,
+                                 w->block->exported_fd, fds, r->timeout_ms);
+  for (int k = 0; rc == 0 && k < w->world; k++)
+    if (k != w->rank) rc = mori__ledger_add(&w->fsm, MORI_RES_RECEIVED_FD, (uintptr_t)fds[k], 0, k);
+  free(fds);
+  MORI_GUARD(rc);
+  if (mori_fsm_forget(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)r->ch) != 0)
+    return mori__error(MORI_ESTATE, "ledger: %s", w->fsm.why);
+  mori_channel_close(r->ch);
+  r->ch = NULL;
+  return 0;
+}
+
+static int step_import(void *p) {
+  struct rendezvous *r = p;
+  mori_window *w = r->w;
+  for (int k = 0; k < w->world; k++) {
+    if (k == w->rank) continue;
+    hipMemGenericAllocationHandle_t h;
+    hipMemFabricHandle_t blob;
+    void *os_handle = &blob;
+    if (w->handle_type == hipMemHandleTypeFabric) {
+      memcpy(blob.data, r->reqs[k].fabric, sizeof blob.data);
+    } else {
+      uintptr_t fd = 0;
+      MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_RECEIVED_FD, k, &fd));
+      os_handle = (void *)fd; /* the shim takes the fd by value */
+    }
+    hipError_t e = mori_hipMemImportFromShareableHandle(
+        &h, os_handle, (hipMemAllocationHandleType)w->handle_type);
+    if (e != hipSuccess) {
+      mori__hip_error("hipMemImportFromShareableHandle", e);
+      mori__error_prefix("import from rank %d: ", k);
+      return MORI_EHIP;
+    }
+    MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_IMPORTED_HANDLE, (uintptr_t)h, 0, k));
   }
-  return NULL;
+  return 0;
+}
+
+static int step_reserve(void *p) {
+  mori_window *w = ((struct rendezvous *)p)->w;
+  const mori_block *b = w->block;
+  size_t total = b->alloc_size * (size_t)w->world;
+  MORI_HIP("hipMemAddressReserve",
+           mori_hipMemAddressReserve(&w->span, total, b->granularity, NULL, 0));
+  w->stride = b->alloc_size;
+  return mori__ledger_add(&w->fsm, MORI_RES_SPAN_RESERVATION, (uintptr_t)w->span, total, 0);
+}
+
+static char *slot_of(const mori_window *w, int rank) {
+  return (char *)w->span + (size_t)rank * w->stride;
+}
+
+/* Each slot separately: one unmap per mapping at teardown, never one over
+ * several (docs/quirks.md, unmap-multi).  The own slot maps the block's
+ * own handle. */
+static int step_map(void *p) {
+  mori_window *w = ((struct rendezvous *)p)->w;
+  for (int k = 0; k < w->world; k++) {
+    uintptr_t h = (uintptr_t)w->block->handle;
+    if (k != w->rank) MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_IMPORTED_HANDLE, k, &h));
+    MORI_HIP("hipMemMap",
+             mori_hipMemMap(slot_of(w, k), w->stride, 0, (hipMemGenericAllocationHandle_t)h, 0));
+    MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_SLOT_MAPPING, (uintptr_t)slot_of(w, k),
+                                w->stride, k));
+  }
+  return 0;
+}
+
+static int step_grant(void *p) {
+  mori_window *w = ((struct rendezvous *)p)->w;
+  hipMemAccessDesc access = {{hipMemLocationTypeDevice, w->block->device},
+                             hipMemAccessFlagsProtReadWrite};
+  for (int k = 0; k < w->world; k++)
+    MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot_of(w, k), w->stride, &access, 1));
+  return 0;
 }
 
 static int device_table(mori_window *w, void **host, void **dev) {
   size_t n = (size_t)w->world * sizeof(void *);
   MORI_HIP("hipMalloc", mori_hipMalloc(dev, n));
-  MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)*dev, n, 0));
+  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)*dev, n, 0));
   MORI_HIP("hipMemcpy", mori_hipMemcpy(*dev, host, n, hipMemcpyHostToDevice));
   return 0;
 }
 
-static int map_span(mori_window *w, mori_store *store, int timeout_ms) {
+/* torch's contract: the own rank's entry is the tensor's own address
+ * (buffer_ptrs[rank] + offset == data_ptr()); peers point into the span.
+ * The own slot in the span stays mapped for flat-form kernels. */
+static int step_build_tables(void *p) {
+  mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;
-  size_t stride = b->alloc_size, total = stride * (size_t)w->world;
-  void *span = NULL;
-  MORI_HIP("hipMemAddressReserve", mori_hipMemAddressReserve(&span, total, b->granularity, NULL, 0));
-  MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_SPAN_RESERVATION, (uintptr_t)span, total, 0));
-  w->span = span;
-  w->stride = stride;
-  hipMemAccessDesc access = {{hipMemLocationTypeDevice, b->device},
-                             hipMemAccessFlagsProtReadWrite};
-  for (int r = 0; r < w->world; r++) {
-    char *slot = (char *)span + (size_t)r * stride;
-    MORI_HIP("hipMemMap", mori_hipMemMap(slot, stride, 0, slot_handle(w, r), 0));
-    MORI_GUARD(mori_fsm_push(&w->fsm, MORI_RES_SLOT_MAPPING, (uintptr_t)slot, stride, r));
-    MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot, stride, &access, 1));
-    /* torch's contract: the own rank's entry is the tensor's own address
-     * (buffer_ptrs[rank] + offset == data_ptr()); peers point into the
-     * span.  The own slot in the span stays mapped for flat-form kernels. */
-    char *base = r == w->rank ? (char *)b->base : slot;
-    w->buffer_ptrs[r] = base;
-    w->pad_ptrs[r] = base + b->signal_pad_offset;
+  for (int k = 0; k < w->world; k++) {
+    char *base = k == w->rank ? (char *)b->base : slot_of(w, k);
+    w->buffer_ptrs[k] = base;
+    w->pad_ptrs[k] = base + b->signal_pad_offset;
   }
   MORI_GUARD(device_table(w, w->buffer_ptrs, &w->buffer_ptrs_dev));
-  MORI_GUARD(device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev));
-  /* No rank may use the window before every rank has mapped it. */
-  MORI_GUARD(mori__store_barrier(w, store, "mapped", timeout_ms));
-  return mori_fsm_fire(&w->fsm, MORI_EV_MAP) ? mori__error(MORI_ESTATE, "map: %s", w->fsm.why)
-                                             : 0;
+  return device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev);
+}
+
+/* No rank may use the window before every rank has mapped it. */
+static int step_barrier(void *p) {
+  struct rendezvous *r = p;
+  return mori__store_barrier(r->w, r->store, "mapped", r->timeout_ms);
+}
+
+static const mori__step window_steps[MORI_EV__COUNT] = {
+    [MORI_EV_ATTACH] = step_attach,
+    [MORI_EV_BIND] = step_bind,
+    [MORI_EV_PUBLISH] = step_publish,
+    [MORI_EV_GATHER] = step_gather,
+    [MORI_EV_VALIDATE] = step_validate,
+    [MORI_EV_TAKE_SLOT] = step_take_slot,
+    [MORI_EV_EXCHANGE] = step_exchange,
+    [MORI_EV_IMPORT] = step_import,
+    [MORI_EV_RESERVE] = step_reserve,
+    [MORI_EV_MAP] = step_map,
+    [MORI_EV_GRANT] = step_grant,
+    [MORI_EV_BUILD_TABLES] = step_build_tables,
+    [MORI_EV_BARRIER] = step_barrier,
+};
+
+/* A failed rank tells its peers at once, so that they stop waiting for it
+ * (unless its failure is a peer's abort: that peer told them already). */
+static void rendezvous_abort(void *p, int rc) {
+  struct rendezvous *r = p;
+  if (rc != MORI_EPEER) mori__publish_abort(r->w, r->store);
 }
 
 /* ---- rendezvous ---- */
@@ -259,14 +339,14 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
 }
 
 /* Under mori__lock: a new window of (b, group), OPENING, claiming b's
- * rendezvous slot, with its group's next sequence number. */
+ * rendezvous slot, with its group's next sequence number (*seq, set even
+ * when a later allocation fails: the peers then wait on that sequence). */
 static int rendezvous_open(mori_block *b, const char *group, int rank, int world,
-                           mori_window **out) {
-  uint64_t seq = 0;
-  MORI_GUARD(take_seq(group, &seq));
+                           uint64_t *seq, mori_window **out) {
+  MORI_GUARD(take_seq(group, seq));
   mori_window *w = window_new(b, group, rank, world);
   if (w == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  w->seq = seq;
+  w->seq = *seq;
   int rc = mori__window_register(w);
   if (rc != 0) {
     window_free(w);
@@ -277,25 +357,24 @@ static int rendezvous_open(mori_block *b, const char *group, int rank, int world
   return 0;
 }
 
+/* Outside mori__lock: a rendezvous that failed before it had a window
+ * still tells its peers, under its sequence number, so that they stop
+ * waiting for its request. */
+static void abort_unopened(const char *group, uint64_t seq, int rank, mori_store *store) {
+  mori_window w = {.group = (char *)group, .seq = seq, .rank = rank};
+  mori__error_prefix("rank %d group %s (seq %llu): rendezvous failed: ", rank, group,
+                     (unsigned long long)seq);
+  mori__publish_abort(&w, store);
+}
+
 /* Outside mori__lock: the collective part, which waits on the store and
  * the channel.  Nothing but this thread touches w until it is settled. */
 static int rendezvous_run(mori_window *w, mori_store *store) {
-  mori_block *b = w->block;
-  int timeout_ms = mori_symm_timeout_ms();
-  mori_request *reqs = mori_calloc((size_t)w->world, sizeof *reqs);
+  struct rendezvous r = {w, store, NULL, NULL, mori_symm_timeout_ms()};
   double t0 = mori__now_us();
-  int rc = reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  if (rc == 0) rc = mori_fsm_push(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)b, 0, 0);
-  if (rc == 0 && mori_fsm_fire(&w->fsm, MORI_EV_ATTACH) != 0)
-    rc = mori__error(MORI_ESTATE, "attach: %s", w->fsm.why);
-  hipError_t e = rc == 0 ? mori_hipSetDevice(b->device) : hipSuccess;
-  if (e != hipSuccess) rc = mori__hip_error("hipSetDevice", e);
-  if (rc == 0) rc = publish(w, store, reqs, timeout_ms);
-  if (rc == 0) rc = map_span(w, store, timeout_ms);
-  free(reqs);
+  int rc = mori__drive(&w->fsm, window_steps, &r, rendezvous_abort);
+  free(r.reqs);
   if (rc != 0) {
-    if (rc != MORI_EPEER) mori__publish_abort(w, store);
-    (void)mori__unwind(&w->fsm, 1);
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", w->rank,
                        w->group, w->id, (unsigned long long)w->seq);
     MORI_LOG(MORI_LOG_WARN, w->rank, w->id, "%s", mori_last_error());
@@ -371,6 +450,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                        world_size);
   mori_block *b = NULL, *teardown = NULL;
   mori_window *w = NULL, *opened = NULL;
+  uint64_t seq = UINT64_MAX;
   int rc;
   pthread_mutex_lock(&mori__lock);
   for (;;) {
@@ -390,7 +470,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
       break;
     }
     if (b->opening == NULL) {
-      rc = rendezvous_open(b, group, rank, world_size, &opened);
+      rc = rendezvous_open(b, group, rank, world_size, &seq, &opened);
       w = opened;
       break;
     }
@@ -398,6 +478,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
   }
   if (rc == 0 && offset) *offset = (size_t)((uintptr_t)ptr - (uintptr_t)b->base);
   pthread_mutex_unlock(&mori__lock);
+  if (rc != 0 && seq != UINT64_MAX) abort_unopened(group, seq, rank, store);
   if (opened != NULL) {
     rc = rendezvous_run(opened, store);
     pthread_mutex_lock(&mori__lock);

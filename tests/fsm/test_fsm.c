@@ -1,7 +1,8 @@
 /*
- * test_fsm.c - the window state machine's specification: which (kind,
- * state, event) triples move and where, what each state's ledger may hold,
- * and the order in which release and rollback give resources back.
+ * test_fsm.c - the state machines' specification: which (kind, state,
+ * event) triples move and where, the forward path a driver walks, what
+ * each state's ledger may hold, the ledger's room and allocator, and the
+ * order in which release and rollback give resources back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,25 +34,48 @@ typedef struct triple {
   mori_wstate to;
 } triple;
 
+#define T(k, from, ev, to) {k, MORI_WS_##from, MORI_EV_##ev, MORI_WS_##to}
+#define FAILS(k, from) T(k, from, FAIL, FAILED)
+
 static const triple legal[] = {
-    {BLOCK, MORI_WS_INIT, MORI_EV_ALLOCATE, MORI_WS_ALLOCATED},
-    {BLOCK, MORI_WS_ALLOCATED, MORI_EV_EXPORT, MORI_WS_EXPORTED},
-    {BLOCK, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED},
-    {BLOCK, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED},
-    {BLOCK, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED},
-    {BLOCK, MORI_WS_ALLOCATED, MORI_EV_FAIL, MORI_WS_FAILED},
-    {BLOCK, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED},
-    {WINDOW, MORI_WS_INIT, MORI_EV_ATTACH, MORI_WS_EXPORTED},
-    {WINDOW, MORI_WS_EXPORTED, MORI_EV_PUBLISH, MORI_WS_RENDEZVOUS},
-    {WINDOW, MORI_WS_RENDEZVOUS, MORI_EV_MAP, MORI_WS_MAPPED},
-    {WINDOW, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED},
-    {WINDOW, MORI_WS_MAPPED, MORI_EV_RELEASE, MORI_WS_RELEASED},
-    {WINDOW, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED},
-    {WINDOW, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED},
-    {WINDOW, MORI_WS_RENDEZVOUS, MORI_EV_FAIL, MORI_WS_FAILED},
-    {WINDOW, MORI_WS_MAPPED, MORI_EV_FAIL, MORI_WS_FAILED},
+    T(BLOCK, INIT, CREATE, CREATED),
+    T(BLOCK, CREATED, RESERVE, RESERVED),
+    T(BLOCK, RESERVED, MAP, BACKED),
+    T(BLOCK, BACKED, GRANT, ACCESSIBLE),
+    T(BLOCK, ACCESSIBLE, ZERO, ALLOCATED),
+    T(BLOCK, ALLOCATED, EXPORT, EXPORTED),
+    T(BLOCK, EXPORTED, RELEASE, RELEASED),
+    FAILS(BLOCK, INIT), FAILS(BLOCK, CREATED), FAILS(BLOCK, RESERVED), FAILS(BLOCK, BACKED),
+    FAILS(BLOCK, ACCESSIBLE), FAILS(BLOCK, ALLOCATED), FAILS(BLOCK, EXPORTED),
+    T(WINDOW, INIT, ATTACH, ATTACHED),
+    T(WINDOW, ATTACHED, BIND, BOUND),
+    T(WINDOW, BOUND, PUBLISH, PUBLISHED),
+    T(WINDOW, PUBLISHED, GATHER, GATHERED),
+    T(WINDOW, GATHERED, VALIDATE, VALIDATED),
+    T(WINDOW, VALIDATED, TAKE_SLOT, SLOT_TAKEN),
+    T(WINDOW, SLOT_TAKEN, EXCHANGE, EXCHANGED),
+    T(WINDOW, EXCHANGED, IMPORT, RENDEZVOUS),
+    T(WINDOW, RENDEZVOUS, RESERVE, SPAN_RESERVED),
+    T(WINDOW, SPAN_RESERVED, MAP, SLOTS_MAPPED),
+    T(WINDOW, SLOTS_MAPPED, GRANT, SLOTS_ACCESSIBLE),
+    T(WINDOW, SLOTS_ACCESSIBLE, BUILD_TABLES, TABLES_BUILT),
+    T(WINDOW, TABLES_BUILT, BARRIER, MAPPED),
+    T(WINDOW, MAPPED, RELEASE, RELEASED),
+    FAILS(WINDOW, INIT), FAILS(WINDOW, ATTACHED), FAILS(WINDOW, BOUND), FAILS(WINDOW, PUBLISHED),
+    FAILS(WINDOW, GATHERED), FAILS(WINDOW, VALIDATED), FAILS(WINDOW, SLOT_TAKEN),
+    FAILS(WINDOW, EXCHANGED), FAILS(WINDOW, RENDEZVOUS), FAILS(WINDOW, SPAN_RESERVED),
+    FAILS(WINDOW, SLOTS_MAPPED), FAILS(WINDOW, SLOTS_ACCESSIBLE), FAILS(WINDOW, TABLES_BUILT),
+    FAILS(WINDOW, MAPPED),
 };
 #define NLEGAL (sizeof legal / sizeof legal[0])
+
+/* Each kind's forward path: the steps in the order a driver fires them. */
+static const mori_wevent block_path[] = {MORI_EV_CREATE, MORI_EV_RESERVE, MORI_EV_MAP,
+                                         MORI_EV_GRANT,  MORI_EV_ZERO,    MORI_EV_EXPORT};
+static const mori_wevent window_path[] = {
+    MORI_EV_ATTACH,   MORI_EV_BIND,    MORI_EV_PUBLISH, MORI_EV_GATHER, MORI_EV_VALIDATE,
+    MORI_EV_TAKE_SLOT, MORI_EV_EXCHANGE, MORI_EV_IMPORT, MORI_EV_RESERVE, MORI_EV_MAP,
+    MORI_EV_GRANT,    MORI_EV_BUILD_TABLES, MORI_EV_BARRIER};
 
 /* What mori_fsm_push accepts in each (kind, state); absent means nothing. */
 static const struct {
@@ -59,14 +83,17 @@ static const struct {
   mori_wstate state;
   unsigned res;
 } pushable[] = {
-    {BLOCK, MORI_WS_INIT,
-     BIT(MORI_RES_PHYS_HANDLE) | BIT(MORI_RES_LOCAL_RESERVATION) | BIT(MORI_RES_LOCAL_MAPPING)},
+    {BLOCK, MORI_WS_INIT, BIT(MORI_RES_PHYS_HANDLE)},
+    {BLOCK, MORI_WS_CREATED, BIT(MORI_RES_LOCAL_RESERVATION)},
+    {BLOCK, MORI_WS_RESERVED, BIT(MORI_RES_LOCAL_MAPPING)},
     {BLOCK, MORI_WS_ALLOCATED, BIT(MORI_RES_EXPORTED_FD)},
     {WINDOW, MORI_WS_INIT, BIT(MORI_RES_BLOCK_REF)},
-    {WINDOW, MORI_WS_EXPORTED,
-     BIT(MORI_RES_CHANNEL) | BIT(MORI_RES_RECEIVED_FD) | BIT(MORI_RES_IMPORTED_HANDLE)},
-    {WINDOW, MORI_WS_RENDEZVOUS,
-     BIT(MORI_RES_SPAN_RESERVATION) | BIT(MORI_RES_SLOT_MAPPING) | BIT(MORI_RES_DEVICE_TABLE)},
+    {WINDOW, MORI_WS_ATTACHED, BIT(MORI_RES_CHANNEL)},
+    {WINDOW, MORI_WS_SLOT_TAKEN, BIT(MORI_RES_RECEIVED_FD)},
+    {WINDOW, MORI_WS_EXCHANGED, BIT(MORI_RES_IMPORTED_HANDLE)},
+    {WINDOW, MORI_WS_RENDEZVOUS, BIT(MORI_RES_SPAN_RESERVATION)},
+    {WINDOW, MORI_WS_SPAN_RESERVED, BIT(MORI_RES_SLOT_MAPPING)},
+    {WINDOW, MORI_WS_SLOTS_ACCESSIBLE, BIT(MORI_RES_DEVICE_TABLE)},
 };
 
 static const mori_fsm_kind kinds[] = {BLOCK, WINDOW};
@@ -118,14 +145,27 @@ static void must_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, 
   assert_int_equal(mori_fsm_push(m, kind, value, size, aux), MORI_FSM_OK);
 }
 
-/* Records what the transition `ev` acquires, in the order core acquires it:
- * per peer a received fd then its import; span, slots, tables. */
+/* Records what the step `ev` of m's kind acquires, as the core's steps
+ * do: EXCHANGE records every peer's fd and forgets the closed channel. */
 static void acquire(mori_fsm *m, mori_wevent ev) {
+  int block = m->kind == BLOCK;
   switch (ev) {
-  case MORI_EV_ALLOCATE:
+  case MORI_EV_CREATE:
     must_push(m, MORI_RES_PHYS_HANDLE, 0x100, 1 << 21, 0);
-    must_push(m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 1 << 21, 0);
-    must_push(m, MORI_RES_LOCAL_MAPPING, 0x7f0000000000, 1 << 21, 0);
+    break;
+  case MORI_EV_RESERVE:
+    if (block)
+      must_push(m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 1 << 21, 0);
+    else
+      must_push(m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, (size_t)m->world_size << 21, 0);
+    break;
+  case MORI_EV_MAP:
+    if (block) {
+      must_push(m, MORI_RES_LOCAL_MAPPING, 0x7f0000000000, 1 << 21, 0);
+      break;
+    }
+    for (int r = 0; r < m->world_size; r++)
+      must_push(m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
     break;
   case MORI_EV_EXPORT:
     must_push(m, MORI_RES_EXPORTED_FD, 7, 0, 0);
@@ -133,18 +173,20 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
   case MORI_EV_ATTACH:
     must_push(m, MORI_RES_BLOCK_REF, 0xb10c, 0, 0);
     break;
-  case MORI_EV_PUBLISH:
+  case MORI_EV_BIND:
     must_push(m, MORI_RES_CHANNEL, 0xc4a7, 0, 0);
-    for (int p = 0; p < m->world_size; p++) {
-      if (p == m->rank) continue;
-      must_push(m, MORI_RES_RECEIVED_FD, (uintptr_t)(20 + p), 0, p);
-      must_push(m, MORI_RES_IMPORTED_HANDLE, (uintptr_t)(0x1000 + p), 1 << 21, p);
-    }
     break;
-  case MORI_EV_MAP:
-    must_push(m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, (size_t)m->world_size << 21, 0);
-    for (int r = 0; r < m->world_size; r++)
-      must_push(m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
+  case MORI_EV_EXCHANGE:
+    for (int p = 0; p < m->world_size; p++)
+      if (p != m->rank) must_push(m, MORI_RES_RECEIVED_FD, (uintptr_t)(20 + p), 0, p);
+    assert_int_equal(mori_fsm_forget(m, MORI_RES_CHANNEL, 0xc4a7), MORI_FSM_OK);
+    break;
+  case MORI_EV_IMPORT:
+    for (int p = 0; p < m->world_size; p++)
+      if (p != m->rank)
+        must_push(m, MORI_RES_IMPORTED_HANDLE, (uintptr_t)(0x1000 + p), 1 << 21, p);
+    break;
+  case MORI_EV_BUILD_TABLES:
     must_push(m, MORI_RES_DEVICE_TABLE, 0xd0, 8 * (size_t)m->world_size, 0);
     must_push(m, MORI_RES_DEVICE_TABLE, 0xd1, 8 * (size_t)m->world_size, 0);
     break;
@@ -160,24 +202,27 @@ static void step(mori_fsm *m, mori_wevent ev) {
 
 /* Puts a fresh machine in state s by legal steps; a state the kind never
  * reaches is set directly, with an empty ledger. */
+static void walk(mori_fsm *m, mori_wstate s) {
+  const mori_wevent *path = m->kind == BLOCK ? block_path : window_path;
+  size_t len = m->kind == BLOCK ? sizeof block_path / sizeof block_path[0]
+                                : sizeof window_path / sizeof window_path[0];
+  for (size_t i = 0; i < len && m->state != s; i++) step(m, path[i]);
+}
+
 static void reach(mori_fsm *m, mori_fsm_kind kind, mori_wstate s, int world) {
-  static const mori_wevent block_path[] = {MORI_EV_ALLOCATE, MORI_EV_EXPORT};
-  static const mori_wevent window_path[] = {MORI_EV_ATTACH, MORI_EV_PUBLISH, MORI_EV_MAP};
-  const mori_wevent *path = kind == BLOCK ? block_path : window_path;
-  size_t len = kind == BLOCK ? 2 : 3;
   mori_fsm_init(m, kind, kind == BLOCK ? 0 : RANK, kind == BLOCK ? 0 : world);
   if (s == MORI_WS_FAILED) {
     assert_int_equal(mori_fsm_fail(m, NULL, NULL), 0);
     return;
   }
   if (s == MORI_WS_RELEASED) {
-    step(m, path[0]);
+    walk(m, MORI_WS_RELEASED);
     recorder *r = new_recorder();
     assert_int_equal(mori_fsm_release(m, record, r), 0);
     free(r);
     return;
   }
-  for (size_t i = 0; i < len && m->state != s; i++) step(m, path[i]);
+  walk(m, s);
   if (m->state != s) m->state = s;
 }
 
@@ -214,8 +259,8 @@ static void next_matches_expected_triples_for_every_kind_state_event(void **stat
 }
 
 static void next_rejects_out_of_range_kind_state_and_event(void **state) {
-  assert_int_equal(mori_fsm_next((mori_fsm_kind)0, MORI_WS_INIT, MORI_EV_ALLOCATE), -1);
-  assert_int_equal(mori_fsm_next((mori_fsm_kind)3, MORI_WS_INIT, MORI_EV_ALLOCATE), -1);
+  assert_int_equal(mori_fsm_next((mori_fsm_kind)0, MORI_WS_INIT, MORI_EV_CREATE), -1);
+  assert_int_equal(mori_fsm_next((mori_fsm_kind)3, MORI_WS_INIT, MORI_EV_CREATE), -1);
   assert_int_equal(mori_fsm_next(BLOCK, MORI_WS__COUNT, MORI_EV_FAIL), -1);
   assert_int_equal(mori_fsm_next(BLOCK, MORI_WS_INIT, MORI_EV__COUNT), -1);
 }
@@ -260,11 +305,35 @@ static void every_triple_moves_when_legal_and_changes_nothing_when_not(void **st
   }
 }
 
+/* The forward paths are what the driver walks: from every state the one
+ * event mori_fsm_forward names is the next step of the path, and the final
+ * and terminal states have none. */
+static void forward_names_each_step_of_the_path_and_none_at_the_end(void **state) {
+  for (size_t k = 0; k < 2; k++) {
+    const mori_wevent *path = kinds[k] == BLOCK ? block_path : window_path;
+    size_t len = kinds[k] == BLOCK ? sizeof block_path / sizeof block_path[0]
+                                   : sizeof window_path / sizeof window_path[0];
+    mori_fsm m;
+    mori_fsm_init(&m, kinds[k], kinds[k] == BLOCK ? 0 : RANK, kinds[k] == BLOCK ? 0 : WORLD);
+    for (size_t i = 0; i < len; i++) {
+      assert_int_equal(mori_fsm_forward(kinds[k], m.state), path[i]);
+      step(&m, path[i]);
+    }
+    assert_int_equal(m.state, kinds[k] == BLOCK ? MORI_WS_EXPORTED : MORI_WS_MAPPED);
+    assert_int_equal(mori_fsm_forward(kinds[k], m.state), -1);
+    finish(&m);
+  }
+  assert_int_equal(mori_fsm_forward(BLOCK, MORI_WS_RELEASED), -1);
+  assert_int_equal(mori_fsm_forward(WINDOW, MORI_WS_FAILED), -1);
+  assert_int_equal(mori_fsm_forward(BLOCK, MORI_WS_ATTACHED), -1); /* another kind's state */
+  assert_int_equal(mori_fsm_forward((mori_fsm_kind)0, MORI_WS_INIT), -1);
+}
+
 static void fire_refuses_release_and_fail_which_need_a_callback(void **state) {
   static const struct {
     mori_fsm_kind kind;
     mori_wstate s;
-  } live[] = {{BLOCK, MORI_WS_ALLOCATED}, {BLOCK, MORI_WS_EXPORTED}, {WINDOW, MORI_WS_EXPORTED},
+  } live[] = {{BLOCK, MORI_WS_ALLOCATED}, {BLOCK, MORI_WS_EXPORTED}, {WINDOW, MORI_WS_ATTACHED},
               {WINDOW, MORI_WS_MAPPED}};
   for (size_t i = 0; i < sizeof live / sizeof live[0]; i++) {
     mori_fsm m;
@@ -283,15 +352,17 @@ static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
   for (size_t i = 0; i < 4; i++) {
     mori_fsm m;
     mori_fsm_init(&m, WINDOW, 0, worlds[i]);
-    step(&m, MORI_EV_ATTACH);
-    step(&m, MORI_EV_PUBLISH);
-    assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), worlds[i] - 1);
-    step(&m, MORI_EV_MAP);
+    for (size_t e = 0; e < sizeof window_path / sizeof window_path[0]; e++) {
+      step(&m, window_path[e]);
+      if (m.state == MORI_WS_RENDEZVOUS)
+        assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), worlds[i] - 1);
+    }
     assert_int_equal(m.state, MORI_WS_MAPPED);
     assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), worlds[i]);
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_CHANNEL), 0);
     recorder *r = new_recorder();
     assert_int_equal(mori_fsm_release(&m, record, r), 0);
-    assert_int_equal(r->n, 1 + 2 * (worlds[i] - 1) + 1 + worlds[i] + 2);
+    assert_int_equal(r->n, 2 * (worlds[i] - 1) + 1 + worlds[i] + 2);
     free(r);
     finish(&m);
   }
@@ -299,8 +370,7 @@ static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
 
 static void block_on_the_fabric_path_exports_without_an_fd(void **state) {
   mori_fsm m;
-  mori_fsm_init(&m, BLOCK, 0, 0);
-  step(&m, MORI_EV_ALLOCATE);
+  reach(&m, BLOCK, MORI_WS_ALLOCATED, 0);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_EXPORT), MORI_FSM_OK);
   assert_int_equal(m.state, MORI_WS_EXPORTED);
   assert_int_equal(mori_fsm_count(&m, MORI_RES_EXPORTED_FD), 0);
@@ -335,36 +405,105 @@ static void push_accepts_only_what_the_outgoing_transition_acquires(void **state
 
 static void push_grows_the_ledger_and_keeps_every_entry(void **state) {
   mori_fsm m;
-  mori_fsm_init(&m, WINDOW, 0, 64);
-  step(&m, MORI_EV_ATTACH);
-  step(&m, MORI_EV_PUBLISH);
-  step(&m, MORI_EV_MAP);
-  assert_int_equal(m.len, 1 + 1 + 2 * 63 + 1 + 64 + 2);
+  reach(&m, WINDOW, MORI_WS_MAPPED, 64);
+  assert_int_equal(m.len, 1 + 2 * 63 + 1 + 64 + 2);
   assert_true(m.cap >= m.len);
   assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value,
                    0x7e0000000000 + ((uintptr_t)63 << 21));
   finish(&m);
 }
 
+/* ---- the ledger's room and memory ---- */
+
+/* A hook that counts the ledger's allocations and fails them on demand. */
+static struct {
+  int calls, frees, fail;
+} hook;
+
+static void *counting_alloc(void *ptr, size_t size) {
+  if (size == 0) {
+    hook.frees++;
+    free(ptr);
+    return NULL;
+  }
+  hook.calls++;
+  return hook.fail ? NULL : realloc(ptr, size);
+}
+
+static void capacity_is_the_largest_ledger_a_state_allows(void **state) {
+  static const int worlds[] = {1, 4, 64};
+  for (size_t i = 0; i < 3; i++) {
+    mori_fsm m;
+    mori_fsm_init(&m, WINDOW, 0, worlds[i]);
+    /* MAPPED: block ref, fds and imports from every peer, span, slots, 2 tables */
+    size_t want = 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 2;
+    assert_int_equal(mori_fsm_capacity(&m), want);
+    finish(&m);
+  }
+  mori_fsm m;
+  mori_fsm_init(&m, BLOCK, 0, 0);
+  assert_int_equal(mori_fsm_capacity(&m), 4);
+  finish(&m);
+}
+
+/* After the reservation no step allocates: a push cannot fail for memory
+ * between an acquisition and its record. */
+static void reserved_room_makes_every_push_allocation_free(void **state) {
+  for (size_t k = 0; k < 2; k++) {
+    memset(&hook, 0, sizeof hook);
+    mori_fsm_set_allocator(counting_alloc);
+    mori_fsm m;
+    mori_fsm_init(&m, kinds[k], kinds[k] == BLOCK ? 0 : RANK, kinds[k] == BLOCK ? 0 : 16);
+    assert_int_equal(mori_fsm_reserve(&m, mori_fsm_capacity(&m)), MORI_FSM_OK);
+    assert_int_equal(hook.calls, 1);
+    hook.fail = 1; /* any allocation from here on would fail the test */
+    walk(&m, kinds[k] == BLOCK ? MORI_WS_EXPORTED : MORI_WS_MAPPED);
+    assert_int_equal(m.state, kinds[k] == BLOCK ? MORI_WS_EXPORTED : MORI_WS_MAPPED);
+    assert_int_equal(hook.calls, 1);
+    hook.fail = 0;
+    finish(&m);
+    assert_int_equal(hook.frees, 1); /* the ledger went back through the hook */
+    mori_fsm_set_allocator(NULL);
+  }
+}
+
+static void a_failed_growth_refuses_the_push_and_changes_nothing(void **state) {
+  memset(&hook, 0, sizeof hook);
+  mori_fsm_set_allocator(counting_alloc);
+  mori_fsm m;
+  mori_fsm_init(&m, BLOCK, 0, 0);
+  hook.fail = 1;
+  assert_int_equal(mori_fsm_push(&m, MORI_RES_PHYS_HANDLE, 0x100, 0, 0), MORI_FSM_ENOMEM);
+  assert_non_null(strstr(m.why, "no memory"));
+  assert_int_equal(mori_fsm_reserve(&m, 4), MORI_FSM_ENOMEM);
+  assert_int_equal(m.len, 0);
+  assert_int_equal(m.state, MORI_WS_INIT);
+  assert_int_equal(hook.calls, 2);
+  hook.fail = 0;
+  assert_int_equal(mori_fsm_push(&m, MORI_RES_PHYS_HANDLE, 0x100, 0, 0), MORI_FSM_OK);
+  mori_fsm_set_allocator(NULL);
+  finish(&m);
+  assert_int_equal(hook.frees, 0); /* the default allocator freed it, not the hook */
+}
+
 /* ---- forget ---- */
 
 static void forget_removes_the_most_recent_match_and_keeps_order(void **state) {
   mori_fsm m;
-  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
-  must_push(&m, MORI_RES_CHANNEL, 9, 0, 0);
+  reach(&m, WINDOW, MORI_WS_SLOT_TAKEN, WORLD);
   must_push(&m, MORI_RES_RECEIVED_FD, 9, 0, 0);
-  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1000, 0, 0);
   must_push(&m, MORI_RES_RECEIVED_FD, 9, 0, 2);
-  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1002, 0, 2);
+  must_push(&m, MORI_RES_RECEIVED_FD, 8, 0, 3);
   assert_int_equal(mori_fsm_forget(&m, MORI_RES_RECEIVED_FD, 9), MORI_FSM_OK);
   static const struct {
     mori_res kind;
     int aux;
-  } left[] = {{MORI_RES_BLOCK_REF, 0},       {MORI_RES_CHANNEL, 0},
-              {MORI_RES_RECEIVED_FD, 0},     {MORI_RES_IMPORTED_HANDLE, 0},
-              {MORI_RES_IMPORTED_HANDLE, 2}};
-  assert_int_equal(m.len, 5);
-  for (size_t i = 0; i < 5; i++) {
+  } left[] = {{MORI_RES_BLOCK_REF, 0},
+              {MORI_RES_CHANNEL, 0},
+              {MORI_RES_RECEIVED_FD, 0},
+              {MORI_RES_RECEIVED_FD, 3}};
+  assert_int_equal(m.len, 4);
+  for (size_t i = 0; i < 4; i++) {
     assert_int_equal(m.ledger[i].kind, left[i].kind);
     assert_int_equal(m.ledger[i].aux, left[i].aux);
   }
@@ -373,12 +512,12 @@ static void forget_removes_the_most_recent_match_and_keeps_order(void **state) {
 
 static void forget_of_an_entry_not_in_the_ledger_is_refused(void **state) {
   mori_fsm m;
-  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  reach(&m, WINDOW, MORI_WS_SLOT_TAKEN, WORLD);
   must_push(&m, MORI_RES_RECEIVED_FD, 9, 0, 0);
   assert_int_equal(mori_fsm_forget(&m, MORI_RES_RECEIVED_FD, 8), MORI_FSM_EILLEGAL);
   assert_int_equal(mori_fsm_forget(&m, MORI_RES_CHANNEL, 9), MORI_FSM_EILLEGAL);
   assert_non_null(strstr(m.why, "not in the ledger"));
-  assert_int_equal(m.len, 2);
+  assert_int_equal(m.len, 3);
   finish(&m);
 }
 
@@ -427,12 +566,12 @@ static void drop_import_3(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1003), 0);
 }
 static void third_device_table(mori_fsm *m) {
-  m->state = MORI_WS_RENDEZVOUS; /* the one state that may push tables */
+  m->state = MORI_WS_SLOTS_ACCESSIBLE; /* the one state that may push tables */
   must_push(m, MORI_RES_DEVICE_TABLE, 0xd2, 0, 0);
   m->state = MORI_WS_MAPPED;
 }
 static void second_block_ref(mori_fsm *m) {
-  m->ledger[find(m, MORI_RES_CHANNEL, 0)].kind = MORI_RES_BLOCK_REF;
+  m->ledger[find(m, MORI_RES_RECEIVED_FD, 0)].kind = MORI_RES_BLOCK_REF;
 }
 static void import_aux_outside_world(mori_fsm *m) {
   m->ledger[find(m, MORI_RES_IMPORTED_HANDLE, 3)].aux = WORLD;
@@ -450,7 +589,7 @@ static void two_slots_for_rank_2(mori_fsm *m) {
   m->ledger[find(m, MORI_RES_SLOT_MAPPING, 3)].aux = 2;
 }
 static void block_resource_in_window(mori_fsm *m) {
-  m->ledger[find(m, MORI_RES_CHANNEL, 0)].kind = MORI_RES_EXPORTED_FD;
+  m->ledger[find(m, MORI_RES_RECEIVED_FD, 0)].kind = MORI_RES_EXPORTED_FD;
 }
 static void span_before_last_import(mori_fsm *m) {
   size_t a = find(m, MORI_RES_IMPORTED_HANDLE, 3), b = find(m, MORI_RES_SPAN_RESERVATION, 0);
@@ -461,20 +600,24 @@ static void span_before_last_import(mori_fsm *m) {
 static void unknown_kind(mori_fsm *m) { m->ledger[0].kind = (mori_res)42; }
 static void rank_outside_world(mori_fsm *m) { m->rank = WORLD; }
 static void window_in_allocated(mori_fsm *m) { m->state = MORI_WS_ALLOCATED; }
+static void block_in_bound(mori_fsm *m) { m->state = MORI_WS_BOUND; }
 static void rendezvous_missing_import(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1000), 0);
 }
 static void rendezvous_with_span(mori_fsm *m) {
-  m->state = MORI_WS_RENDEZVOUS;
   must_push(m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, 0, 0);
 }
 static void second_fd_from_rank_0(mori_fsm *m) {
-  m->state = MORI_WS_EXPORTED; /* the one state that may push fds */
+  m->state = MORI_WS_SLOT_TAKEN; /* the one state that may push fds */
   must_push(m, MORI_RES_RECEIVED_FD, 30, 0, 0);
   m->state = MORI_WS_RENDEZVOUS;
 }
-static void window_exported_with_channel(mori_fsm *m) {
-  must_push(m, MORI_RES_CHANNEL, 0xc4a7, 0, 0);
+static void attached_with_channel(mori_fsm *m) { must_push(m, MORI_RES_CHANNEL, 0xc4a7, 0, 0); }
+/* an exchange that received every fd but never closed its socket */
+static void exchanged_keeping_the_channel(mori_fsm *m) {
+  for (int p = 0; p < WORLD; p++)
+    if (p != RANK) must_push(m, MORI_RES_RECEIVED_FD, (uintptr_t)(20 + p), 0, p);
+  m->state = MORI_WS_EXCHANGED;
 }
 static void block_without_local_mapping(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_LOCAL_MAPPING, 0x7f0000000000), 0);
@@ -493,13 +636,16 @@ static void two_exported_fds(mori_fsm *m) {
 static void init_holding_a_handle(mori_fsm *m) {
   must_push(m, MORI_RES_PHYS_HANDLE, 0x100, 0, 0);
 }
+static void created_with_a_reservation(mori_fsm *m) {
+  must_push(m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 0, 0);
+}
 
 static const breakage breakages[] = {
     {"missing slot", WINDOW, MORI_WS_MAPPED, drop_slot_3, "MAPPED: 3 slot mappings, expected 4"},
     {"missing import", WINDOW, MORI_WS_MAPPED, drop_import_3,
      "MAPPED: 2 imported handles, expected 3"},
     {"three tables", WINDOW, MORI_WS_MAPPED, third_device_table,
-     "MAPPED: 3 device tables, expected 0..2"},
+     "MAPPED: 3 device tables, expected 2"},
     {"two block refs", WINDOW, MORI_WS_MAPPED, second_block_ref,
      "MAPPED: 2 block references, expected 1"},
     {"aux >= world", WINDOW, MORI_WS_MAPPED, import_aux_outside_world,
@@ -518,16 +664,20 @@ static const breakage breakages[] = {
      "MAPPED: IMPORTED_HANDLE recorded after SPAN_RESERVATION"},
     {"unknown kind", WINDOW, MORI_WS_MAPPED, unknown_kind, "MAPPED: entry 0 has unknown kind 42"},
     {"rank", WINDOW, MORI_WS_MAPPED, rank_outside_world, "MAPPED: rank 4 outside world 4"},
-    {"unreachable", WINDOW, MORI_WS_EXPORTED, window_in_allocated,
+    {"unreachable", WINDOW, MORI_WS_ATTACHED, window_in_allocated,
      "ALLOCATED: not a state of a window machine"},
+    {"unreachable block", BLOCK, MORI_WS_EXPORTED, block_in_bound,
+     "BOUND: not a state of a block machine"},
     {"rendezvous import", WINDOW, MORI_WS_RENDEZVOUS, rendezvous_missing_import,
      "RENDEZVOUS: 2 imported handles, expected 3"},
     {"rendezvous span", WINDOW, MORI_WS_RENDEZVOUS, rendezvous_with_span,
      "RENDEZVOUS: 1 span reservation, expected 0"},
     {"duplicate fd", WINDOW, MORI_WS_RENDEZVOUS, second_fd_from_rank_0,
      "RENDEZVOUS: two RECEIVED_FD entries for rank 0"},
-    {"exported window", WINDOW, MORI_WS_EXPORTED, window_exported_with_channel,
-     "EXPORTED: 1 channel, expected 0"},
+    {"attached window", WINDOW, MORI_WS_ATTACHED, attached_with_channel,
+     "ATTACHED: 1 channel, expected 0"},
+    {"channel kept", WINDOW, MORI_WS_SLOT_TAKEN, exchanged_keeping_the_channel,
+     "EXCHANGED: 1 channel, expected 0"},
     {"block mapping", BLOCK, MORI_WS_EXPORTED, block_without_local_mapping,
      "EXPORTED: 0 local mappings, expected 1"},
     {"window kind in block", BLOCK, MORI_WS_ALLOCATED, block_with_window_resource,
@@ -536,6 +686,8 @@ static const breakage breakages[] = {
      "ALLOCATED: 1 exported fd, expected 0"},
     {"two fds", BLOCK, MORI_WS_EXPORTED, two_exported_fds, "EXPORTED: 2 exported fds, expected 0..1"},
     {"init", BLOCK, MORI_WS_INIT, init_holding_a_handle, "INIT: 1 physical handle, expected 0"},
+    {"created", BLOCK, MORI_WS_CREATED, created_with_a_reservation,
+     "CREATED: 1 local reservation, expected 0"},
 };
 
 static void check_names_the_first_broken_invariant(void **state) {
@@ -569,29 +721,28 @@ static void received_fds_range_up_to_world_minus_1(void **state) {
 
 static void fire_with_a_broken_ledger_fails_and_stays_put(void **state) {
   mori_fsm m;
-  reach(&m, WINDOW, MORI_WS_RENDEZVOUS, WORLD);
-  must_push(&m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, 4 << 21, 0);
+  reach(&m, WINDOW, MORI_WS_SPAN_RESERVED, WORLD);
   for (int r = 0; r < WORLD - 1; r++)
     must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
-  assert_string_equal(m.why, "MAPPED: 3 slot mappings, expected 4");
-  assert_int_equal(m.state, MORI_WS_RENDEZVOUS);
+  assert_string_equal(m.why, "SLOTS_MAPPED: 3 slot mappings, expected 4");
+  assert_int_equal(m.state, MORI_WS_SPAN_RESERVED);
   must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + (3ul << 21), 1 << 21, 3);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_OK);
-  assert_int_equal(m.state, MORI_WS_MAPPED);
+  assert_int_equal(m.state, MORI_WS_SLOTS_MAPPED);
   finish(&m);
 }
 
-static void publish_requires_every_peer_handle_imported(void **state) {
+static void import_requires_every_peer_handle_imported(void **state) {
   mori_fsm m;
-  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
+  reach(&m, WINDOW, MORI_WS_EXCHANGED, WORLD);
   must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1000, 0, 0);
   must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1002, 0, 2);
-  assert_int_equal(mori_fsm_fire(&m, MORI_EV_PUBLISH), MORI_FSM_EINVARIANT);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_IMPORT), MORI_FSM_EINVARIANT);
   assert_string_equal(m.why, "RENDEZVOUS: 2 imported handles, expected 3");
-  assert_int_equal(m.state, MORI_WS_EXPORTED);
+  assert_int_equal(m.state, MORI_WS_EXCHANGED);
   must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1003, 0, 3);
-  assert_int_equal(mori_fsm_fire(&m, MORI_EV_PUBLISH), MORI_FSM_OK);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_IMPORT), MORI_FSM_OK);
   finish(&m);
 }
 
@@ -637,30 +788,28 @@ static size_t runs(const recorder *r, mori_res *out) {
 /* DESIGN's teardown: synchronize; free device tables; unmap each slot;
  * release imports; free the span.  Reverse acquisition gives the first
  * three steps, then frees the span before the imports (it was reserved
- * after them), each import before the fd it came from, the channel last. */
+ * after them), and releases every import before any fd is closed (each
+ * fd stays open until the handle imported from it is gone). */
 static void window_release_frees_tables_then_slots_then_span_then_imports(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
   reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
   assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
-  static const mori_res want[] = {
-      MORI_RES_DEVICE_TABLE,   MORI_RES_SLOT_MAPPING,  MORI_RES_SPAN_RESERVATION,
-      MORI_RES_IMPORTED_HANDLE, MORI_RES_RECEIVED_FD,  MORI_RES_IMPORTED_HANDLE,
-      MORI_RES_RECEIVED_FD,    MORI_RES_IMPORTED_HANDLE, MORI_RES_RECEIVED_FD,
-      MORI_RES_CHANNEL,
-  };
+  static const mori_res want[] = {MORI_RES_DEVICE_TABLE, MORI_RES_SLOT_MAPPING,
+                                  MORI_RES_SPAN_RESERVATION, MORI_RES_IMPORTED_HANDLE,
+                                  MORI_RES_RECEIVED_FD};
   mori_res got[128];
   size_t n = runs(r, got);
   assert_int_equal(n, sizeof want / sizeof want[0]);
   for (size_t i = 0; i < n; i++)
     if (got[i] != want[i])
       fail_msg("run %zu is %s, expected %s", i, mori_res_name(got[i]), mori_res_name(want[i]));
-  /* slots highest rank first; each peer's import, then its fd */
+  /* slots highest rank first; imports, then fds, highest peer first */
   for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[2 + i].aux, WORLD - 1 - i);
   static const int peers[] = {3, 2, 0};
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(r->seen[2 + WORLD + 1 + 2 * i].aux, peers[i]);
-    assert_int_equal(r->seen[2 + WORLD + 2 + 2 * i].aux, peers[i]);
+    assert_int_equal(r->seen[2 + WORLD + 1 + i].aux, peers[i]);
+    assert_int_equal(r->seen[2 + WORLD + 4 + i].aux, peers[i]);
   }
   free(r);
   finish(&m);
@@ -685,11 +834,11 @@ static void fail_rolls_back_a_partial_allocation_in_reverse(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
   mori_fsm_init(&m, BLOCK, 0, 0);
-  must_push(&m, MORI_RES_PHYS_HANDLE, 0x100, 1 << 21, 0);
-  must_push(&m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 1 << 21, 0);
-  assert_int_equal(mori_fsm_fire(&m, MORI_EV_ALLOCATE), MORI_FSM_EINVARIANT);
-  assert_string_equal(m.why, "ALLOCATED: 0 local mappings, expected 1");
-  assert_int_equal(m.state, MORI_WS_INIT);
+  step(&m, MORI_EV_CREATE);
+  step(&m, MORI_EV_RESERVE);
+  assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
+  assert_string_equal(m.why, "BACKED: 0 local mappings, expected 1");
+  assert_int_equal(m.state, MORI_WS_RESERVED);
   assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_OK);
   assert_int_equal(r->n, 2);
   assert_int_equal(r->seen[0].kind, MORI_RES_LOCAL_RESERVATION);
@@ -701,18 +850,16 @@ static void fail_rolls_back_a_partial_allocation_in_reverse(void **state) {
   finish(&m);
 }
 
-static void fail_mid_publish_rolls_back_imports_fds_and_channel(void **state) {
+static void fail_mid_exchange_rolls_back_fds_then_the_channel(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
-  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
-  must_push(&m, MORI_RES_CHANNEL, 0xc4a7, 0, 0);
+  reach(&m, WINDOW, MORI_WS_SLOT_TAKEN, WORLD);
   must_push(&m, MORI_RES_RECEIVED_FD, 20, 0, 0);
-  must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1000, 0, 0);
   must_push(&m, MORI_RES_RECEIVED_FD, 22, 0, 2);
   assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_OK);
-  static const uintptr_t want[] = {22, 0x1000, 20, 0xc4a7};
-  assert_int_equal(r->n, 4);
-  for (size_t i = 0; i < 4; i++) assert_int_equal(r->seen[i].value, want[i]);
+  static const uintptr_t want[] = {22, 20, 0xc4a7};
+  assert_int_equal(r->n, 3);
+  for (size_t i = 0; i < 3; i++) assert_int_equal(r->seen[i].value, want[i]);
   assert_int_equal(m.state, MORI_WS_FAILED);
   free(r);
   finish(&m);
@@ -731,7 +878,7 @@ static void release_goes_on_past_failing_callbacks_and_reports_the_first(void **
   r->fail[1].rc = -7;
   assert_int_equal(mori_fsm_release(&m, record, r), -7);
   assert_int_equal(r->n, n - 1); /* every entry but the block reference */
-  assert_int_equal(r->seen[r->n - 1].kind, MORI_RES_CHANNEL);
+  assert_int_equal(r->seen[r->n - 1].kind, MORI_RES_RECEIVED_FD);
   assert_non_null(strstr(m.why, "SLOT_MAPPING"));
   assert_int_equal(m.state, MORI_WS_RELEASED);
   assert_int_equal(m.len, 0);
@@ -759,8 +906,8 @@ static void block_ref_never_reaches_the_release_callback(void **state) {
   static const struct {
     mori_wstate from;
     mori_wevent ev;
-  } unwinds[] = {{MORI_WS_EXPORTED, MORI_EV_RELEASE}, {MORI_WS_EXPORTED, MORI_EV_FAIL},
-                 {MORI_WS_RENDEZVOUS, MORI_EV_FAIL},  {MORI_WS_MAPPED, MORI_EV_RELEASE},
+  } unwinds[] = {{MORI_WS_ATTACHED, MORI_EV_FAIL},   {MORI_WS_SLOT_TAKEN, MORI_EV_FAIL},
+                 {MORI_WS_RENDEZVOUS, MORI_EV_FAIL}, {MORI_WS_MAPPED, MORI_EV_RELEASE},
                  {MORI_WS_MAPPED, MORI_EV_FAIL}};
   for (size_t i = 0; i < sizeof unwinds / sizeof unwinds[0]; i++) {
     mori_fsm m;
@@ -779,21 +926,22 @@ static void block_ref_never_reaches_the_release_callback(void **state) {
   }
 }
 
-static void release_of_only_a_block_ref_needs_no_callback(void **state) {
+static void rollback_of_only_a_block_ref_needs_no_callback(void **state) {
   mori_fsm m;
-  reach(&m, WINDOW, MORI_WS_EXPORTED, WORLD);
-  assert_int_equal(mori_fsm_release(&m, NULL, NULL), MORI_FSM_OK);
-  assert_int_equal(m.state, MORI_WS_RELEASED);
+  reach(&m, WINDOW, MORI_WS_ATTACHED, WORLD);
+  assert_int_equal(mori_fsm_fail(&m, NULL, NULL), MORI_FSM_OK);
+  assert_int_equal(m.state, MORI_WS_FAILED);
   mori_fsm_destroy(&m);
 }
 
 static void release_without_a_callback_is_refused_while_entries_need_one(void **state) {
   mori_fsm m;
-  reach(&m, BLOCK, MORI_WS_ALLOCATED, 0);
+  reach(&m, BLOCK, MORI_WS_EXPORTED, 0);
   assert_int_equal(mori_fsm_release(&m, NULL, NULL), MORI_FSM_EILLEGAL);
   assert_int_equal(mori_fsm_fail(&m, NULL, NULL), MORI_FSM_EILLEGAL);
-  assert_int_equal(m.state, MORI_WS_ALLOCATED);
-  assert_int_equal(m.len, 3);
+  assert_non_null(strstr(m.why, "no release callback"));
+  assert_int_equal(m.state, MORI_WS_EXPORTED);
+  assert_int_equal(m.len, 4);
   finish(&m);
 }
 
@@ -821,10 +969,15 @@ static void destroy_of_a_live_machine_aborts(void **state) {
 /* ---- names, invariant lines and the diagram ---- */
 
 static void names_are_the_enumerators_and_out_of_range_is_a_question_mark(void **state) {
-  static const char *const states[] = {"INIT",   "ALLOCATED", "EXPORTED", "RENDEZVOUS",
-                                       "MAPPED", "RELEASED",  "FAILED"};
-  static const char *const events[] = {"ALLOCATE", "EXPORT",  "ATTACH", "PUBLISH",
-                                       "MAP",      "RELEASE", "FAIL"};
+  static const char *const states[] = {
+      "INIT",      "CREATED",    "RESERVED",      "BACKED",       "ACCESSIBLE",       "ALLOCATED",
+      "EXPORTED",  "ATTACHED",   "BOUND",         "PUBLISHED",    "GATHERED",         "VALIDATED",
+      "SLOT_TAKEN", "EXCHANGED", "RENDEZVOUS",    "SPAN_RESERVED", "SLOTS_MAPPED",
+      "SLOTS_ACCESSIBLE", "TABLES_BUILT", "MAPPED", "RELEASED", "FAILED"};
+  static const char *const events[] = {
+      "CREATE", "RESERVE",  "MAP",    "GRANT",     "ZERO",     "EXPORT",       "ATTACH",
+      "BIND",   "PUBLISH",  "GATHER", "VALIDATE",  "TAKE_SLOT", "EXCHANGE",    "IMPORT",
+      "BUILD_TABLES", "BARRIER", "RELEASE", "FAIL"};
   static const char *const res[] = {
       "PHYS_HANDLE", "LOCAL_RESERVATION", "LOCAL_MAPPING",    "EXPORTED_FD",
       "BLOCK_REF",   "CHANNEL",           "RECEIVED_FD",      "IMPORTED_HANDLE",
@@ -852,9 +1005,9 @@ static void invariant_lines_are_what_the_invariant_table_says(void **state) {
   }
   /* and the table says what the design says */
   assert_string_equal(mori_wstate_invariants(MORI_WS_MAPPED),
-                      "window: 1 block reference, 0..1 channel, 0..world-1 received fds, "
+                      "window: 1 block reference, 0..world-1 received fds, "
                       "world-1 imported handles, 1 span reservation, world slot mappings, "
-                      "0..2 device tables");
+                      "2 device tables");
   assert_string_equal(mori_wstate_invariants(MORI_WS_INIT), "empty ledger");
 }
 
@@ -919,27 +1072,31 @@ int main(int argc, char **argv) {
       cmocka_unit_test(next_matches_expected_triples_for_every_kind_state_event),
       cmocka_unit_test(next_rejects_out_of_range_kind_state_and_event),
       cmocka_unit_test(every_triple_moves_when_legal_and_changes_nothing_when_not),
+      cmocka_unit_test(forward_names_each_step_of_the_path_and_none_at_the_end),
       cmocka_unit_test(fire_refuses_release_and_fail_which_need_a_callback),
       cmocka_unit_test(lifecycle_holds_for_worlds_of_1_2_4_and_16),
       cmocka_unit_test(block_on_the_fabric_path_exports_without_an_fd),
       cmocka_unit_test(push_accepts_only_what_the_outgoing_transition_acquires),
       cmocka_unit_test(push_grows_the_ledger_and_keeps_every_entry),
+      cmocka_unit_test(capacity_is_the_largest_ledger_a_state_allows),
+      cmocka_unit_test(reserved_room_makes_every_push_allocation_free),
+      cmocka_unit_test(a_failed_growth_refuses_the_push_and_changes_nothing),
       cmocka_unit_test(forget_removes_the_most_recent_match_and_keeps_order),
       cmocka_unit_test(forget_of_an_entry_not_in_the_ledger_is_refused),
       cmocka_unit_test(terminal_states_refuse_push_fire_forget_release_and_fail),
       cmocka_unit_test(check_names_the_first_broken_invariant),
       cmocka_unit_test(received_fds_range_up_to_world_minus_1),
       cmocka_unit_test(fire_with_a_broken_ledger_fails_and_stays_put),
-      cmocka_unit_test(publish_requires_every_peer_handle_imported),
+      cmocka_unit_test(import_requires_every_peer_handle_imported),
       cmocka_unit_test(release_unwinds_in_reverse_order_exported_fd_last),
       cmocka_unit_test(window_release_frees_tables_then_slots_then_span_then_imports),
       cmocka_unit_test(block_release_unmaps_unreserves_releases_handle_then_closes_fd),
       cmocka_unit_test(fail_rolls_back_a_partial_allocation_in_reverse),
-      cmocka_unit_test(fail_mid_publish_rolls_back_imports_fds_and_channel),
+      cmocka_unit_test(fail_mid_exchange_rolls_back_fds_then_the_channel),
       cmocka_unit_test(release_goes_on_past_failing_callbacks_and_reports_the_first),
       cmocka_unit_test(fail_goes_on_past_a_failing_callback_and_ends_failed),
       cmocka_unit_test(block_ref_never_reaches_the_release_callback),
-      cmocka_unit_test(release_of_only_a_block_ref_needs_no_callback),
+      cmocka_unit_test(rollback_of_only_a_block_ref_needs_no_callback),
       cmocka_unit_test(release_without_a_callback_is_refused_while_entries_need_one),
       cmocka_unit_test(destroy_of_a_live_machine_aborts),
       cmocka_unit_test(names_are_the_enumerators_and_out_of_range_is_a_question_mark),

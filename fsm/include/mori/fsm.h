@@ -1,19 +1,28 @@
 /*
- * fsm.h - the window state machine as data: states, events, the transition
- * table, and the resource ledger whose contents each state constrains.
- * Pure C: no I/O, no runtime calls.  Releasing a resource is the caller's
- * job, through a callback, in exact reverse order of acquisition.
+ * fsm.h - the block and window state machines as data: states, events,
+ * the transition table that drives them, and the resource ledger whose
+ * contents each state constrains.  Pure C: no I/O, no runtime calls.
+ * Releasing a resource is the caller's job, through a callback, in exact
+ * reverse order of acquisition.
  *
  * Two kinds of machine share one table.  A BLOCK machine owns the local
  * allocation (physical handle, local reservation and mapping, exported fd);
- * it lives in ALLOCATED/EXPORTED until free().  A WINDOW machine is one
- * (block, group) rendezvous: it starts by attaching to an EXPORTED block
- * (a borrowed reference, never released by the window) and owns everything
- * the rendezvous acquires.
+ * it lives in EXPORTED until free().  A WINDOW machine is one (block,
+ * group) rendezvous: it starts by attaching to an EXPORTED block (a
+ * borrowed reference, never released by the window) and owns everything
+ * the rendezvous acquires.  Each forward row is one step of the work: the
+ * caller runs the step's function and fires the row's event
+ * (mori_fsm_forward names the event that leaves a state).
  *
- *   INIT -ALLOCATE-> ALLOCATED -EXPORT-> EXPORTED                  (block)
- *   INIT -ATTACH-> EXPORTED -PUBLISH-> RENDEZVOUS -MAP-> MAPPED     (window)
- *   ALLOCATED|EXPORTED|MAPPED -RELEASE-> RELEASED (ledger unwound)
+ *   INIT -CREATE-> CREATED -RESERVE-> RESERVED -MAP-> BACKED -GRANT->
+ *     ACCESSIBLE -ZERO-> ALLOCATED -EXPORT-> EXPORTED              (block)
+ *   INIT -ATTACH-> ATTACHED -BIND-> BOUND -PUBLISH-> PUBLISHED -GATHER->
+ *     GATHERED -VALIDATE-> VALIDATED -TAKE_SLOT-> SLOT_TAKEN -EXCHANGE->
+ *     EXCHANGED -IMPORT-> RENDEZVOUS -RESERVE-> SPAN_RESERVED -MAP->
+ *     SLOTS_MAPPED -GRANT-> SLOTS_ACCESSIBLE -BUILD_TABLES-> TABLES_BUILT
+ *     -BARRIER-> MAPPED
+ *                                                                   (window)
+ *   EXPORTED (block) | MAPPED (window) -RELEASE-> RELEASED (ledger unwound)
  *   any non-terminal -FAIL-> FAILED (ledger rolled back)
  */
 #ifndef MORI_FSM_H
@@ -27,30 +36,65 @@
 extern "C" {
 #endif
 
+/* INIT, RELEASED and FAILED are every machine's; the others belong to one
+ * kind (mori_fsm_check reports a machine in another kind's state). */
 typedef enum mori_wstate {
   MORI_WS_INIT = 0,
-  MORI_WS_ALLOCATED,
-  MORI_WS_EXPORTED,
-  MORI_WS_RENDEZVOUS,
-  MORI_WS_MAPPED,
+  MORI_WS_CREATED,          /* block */
+  MORI_WS_RESERVED,         /* block */
+  MORI_WS_BACKED,           /* block */
+  MORI_WS_ACCESSIBLE,       /* block */
+  MORI_WS_ALLOCATED,        /* block */
+  MORI_WS_EXPORTED,         /* block */
+  MORI_WS_ATTACHED,         /* window */
+  MORI_WS_BOUND,            /* window */
+  MORI_WS_PUBLISHED,        /* window */
+  MORI_WS_GATHERED,         /* window */
+  MORI_WS_VALIDATED,        /* window */
+  MORI_WS_SLOT_TAKEN,       /* window */
+  MORI_WS_EXCHANGED,        /* window */
+  MORI_WS_RENDEZVOUS,       /* window */
+  MORI_WS_SPAN_RESERVED,    /* window */
+  MORI_WS_SLOTS_MAPPED,     /* window */
+  MORI_WS_SLOTS_ACCESSIBLE, /* window */
+  MORI_WS_TABLES_BUILT,     /* window */
+  MORI_WS_MAPPED,           /* window */
   MORI_WS_RELEASED,
   MORI_WS_FAILED,
   MORI_WS__COUNT
 } mori_wstate;
 
+/* One event per step: what the caller did before firing it. */
 typedef enum mori_wevent {
-  MORI_EV_ALLOCATE = 0, /* block: handle created, reserved, mapped, access set, zeroed */
+  MORI_EV_CREATE = 0,   /* block: hipMemCreate */
+  MORI_EV_RESERVE,      /* block: local reservation; window: world x stride span */
+  MORI_EV_MAP,          /* block: own handle mapped; window: every slot mapped */
+  MORI_EV_GRANT,        /* hipMemSetAccess on the block / on every slot */
+  MORI_EV_ZERO,         /* block: memory zeroed */
   MORI_EV_EXPORT,       /* block: shareable handle exported (fd or fabric blob) */
   MORI_EV_ATTACH,       /* window: borrowed its block */
-  MORI_EV_PUBLISH,      /* window: channel bound, request published, world gathered,
-                           handles exchanged and imported */
-  MORI_EV_MAP,          /* window: span reserved, every slot mapped, tables built */
+  MORI_EV_BIND,         /* window: fd-channel socket bound (fd path) */
+  MORI_EV_PUBLISH,      /* window: own request in the store */
+  MORI_EV_GATHER,       /* window: every peer's request read and decoded */
+  MORI_EV_VALIDATE,     /* window: the world agrees (sizes, types, hosts, devices) */
+  MORI_EV_TAKE_SLOT,    /* window: private signal slot chosen */
+  MORI_EV_EXCHANGE,     /* window: every peer's fd received (fd path); channel closed */
+  MORI_EV_IMPORT,       /* window: every peer's handle imported */
+  MORI_EV_BUILD_TABLES, /* window: host and device pointer tables */
+  MORI_EV_BARRIER,      /* window: every rank mapped (store barrier) */
   MORI_EV_RELEASE,      /* orderly teardown */
   MORI_EV_FAIL,         /* an error: roll back */
   MORI_EV__COUNT
 } mori_wevent;
 
 typedef enum mori_fsm_kind { MORI_FSM_BLOCK = 1, MORI_FSM_WINDOW = 2 } mori_fsm_kind;
+
+/* Where the ledger's memory comes from: realloc semantics, and size 0
+ * frees ptr.  The default is libc's; the core sets its allocation seam
+ * (mori_realloc), so that the ledger's growth is a fault site.  Set it
+ * before any machine holds a ledger. */
+typedef void *(*mori_fsm_alloc_fn)(void *ptr, size_t size);
+void mori_fsm_set_allocator(mori_fsm_alloc_fn fn);
 
 /* Resource kinds in the ledger, in the order they are normally acquired. */
 typedef enum mori_res {
@@ -106,9 +150,20 @@ void mori_fsm_destroy(mori_fsm *m);
 /* Looks up the table: the next state, or -1 if (state, event) is illegal
  * for this kind.  No side effects. */
 int mori_fsm_next(mori_fsm_kind kind, mori_wstate state, mori_wevent ev);
+/* The event of the forward step that leaves state (every state has at most
+ * one), or -1 in a final or terminal state: what a driver fires next. */
+int mori_fsm_forward(mori_fsm_kind kind, mori_wstate state);
+
+/* The most entries the machine's ledger can hold (the largest invariant of
+ * its kind), and reserving that room up front: after mori_fsm_reserve a
+ * push cannot fail for memory, so nothing acquired is ever left outside
+ * the ledger by an allocation failure. */
+size_t mori_fsm_capacity(const mori_fsm *m);
+int mori_fsm_reserve(mori_fsm *m, size_t n);
 
 /* Records an acquired resource.  Legal only in non-terminal states; the
- * kinds allowed are those the current state's outgoing transition acquires. */
+ * kinds allowed are those the current state's outgoing transition acquires.
+ * Grows the ledger when it is full (MORI_FSM_ENOMEM if that fails). */
 int mori_fsm_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux);
 /* Removes the most recent entry of kind/value (used when ownership passes,
  * e.g. a received fd closed right after a successful import is not). */
@@ -139,6 +194,9 @@ const char *mori_wstate_invariants(mori_wstate s);
 
 /* The diagram from the table, in Graphviz DOT. */
 void mori_fsm_write_dot(FILE *out);
+/* The table's steps as a markdown table: every forward and RELEASE row,
+ * then one FAIL line per kind. */
+void mori_fsm_write_steps(FILE *out);
 
 #ifdef __cplusplus
 }
