@@ -48,14 +48,12 @@ static int hip_failed(outcome *o, hipError_t e, const char *step, const char *ca
     if (hip_failed((o), (expr), (step), (call)) != 0) return -1;                     \
   } while (0)
 
-/* A rank that fails before it reaches a rendezvous tells the group the way
- * the core does once inside one (window.c's abort key), so peers stop
- * waiting for its request now rather than at their timeout. */
+/* A rank that fails before it reaches a rendezvous tells the group
+ * (mori_symm_rendezvous_abort), so peers stop waiting for its request now
+ * rather than at their timeout. */
 static void abort_group(const mori_rank_ctx *ctx, const char *group, int seq, const outcome *o) {
-  char key[256], why[900];
-  snprintf(key, sizeof key, "mori_symm/%s/%d/abort/0", group, seq);
-  int n = snprintf(why, sizeof why, "rank %d: %s", ctx->rank, o->err);
-  (void)ctx->store->set(ctx->store, key, why, (size_t)(n < (int)sizeof why ? n : (int)sizeof why - 1));
+  (void)seq; /* the group's next rendezvous, which the core counts */
+  (void)mori_symm_rendezvous_abort(group, ctx->rank, ctx->world, ctx->store, o->err);
 }
 
 static int alloc_or_abort(const mori_rank_ctx *ctx, size_t size, void **p, const char *group,
@@ -141,7 +139,7 @@ static int interior(const mori_rank_ctx *ctx, outcome *o) {
 static int report(const mori_rank_ctx *ctx, char *msg, size_t msglen,
                   int (*steps)(const mori_rank_ctx *, outcome *)) {
   outcome o = {""};
-  int fds0 = mori_count_fds();
+  int fds0 = mori_count_fds() - mori_fi_own_fds(); /* its trace file may be open already */
   if (mori_shim_select(getenv("MORI_SYMM_SHIM") ? getenv("MORI_SYMM_SHIM") : "sim") != 0)
     snprintf(o.err, sizeof o.err, "shim: %s", mori_shim_message());
   else

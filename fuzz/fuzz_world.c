@@ -64,11 +64,12 @@ static int same_host(const mori_request *a, const mori_request *b) {
 /* The documented checks, pair by pair (worlds here are small).  Returns 1
  * if the world is valid; *all_one_host says whether every host id equals
  * rank 0's. */
-static int model_accepts(const mori_request *q, int n, int *all_one_host) {
+static int model_accepts(const mori_request *q, int n, int self, int *all_one_host) {
   int ok = 1;
   *all_one_host = 1;
   for (int i = 0; i < n; i++) {
     ok &= q[i].rank == (uint32_t)i && q[i].world_size == (uint32_t)n;
+    ok &= q[i].uid == q[self].uid; /* peers are the same user */
     ok &= q[i].alloc_size == q[0].alloc_size && q[i].buffer_size == q[0].buffer_size &&
           q[i].signal_pad_offset == q[0].signal_pad_offset &&
           q[i].signal_pad_size == q[0].signal_pad_size && q[i].handle_type == q[0].handle_type;
@@ -87,10 +88,11 @@ static void check_world(const mori_request *q, int n, int self) {
   memset(&info, 0xa5, sizeof info);
   mori_clear_error();
   int rc = mori_validate_world(q, n, self, &info);
-  int one_host, want = model_accepts(q, n, &one_host);
+  int one_host, want = model_accepts(q, n, self, &one_host);
   if (!want) {
     MORI_FUZZ_CHECK(rc != 0, "world of %d ranks accepted, but it breaks a documented check", n);
-    MORI_FUZZ_CHECK(rc == MORI_EMISMATCH || rc == MORI_EPROTO, "world rejected with %d", rc);
+    MORI_FUZZ_CHECK(rc == MORI_EMISMATCH || rc == MORI_EPROTO || rc == MORI_EAUTH,
+                    "world rejected with %d", rc);
     MORI_FUZZ_CHECK(mori_last_error()[0] != '\0', "world rejected with no message");
     return;
   }

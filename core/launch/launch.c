@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,7 +47,8 @@ static void remove_tree(const char *dir) {
   rmdir(dir);
 }
 
-static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir, int wfd) {
+static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir,
+                      const char *incarnation, int wfd) {
   char msg[1024] = "", rank_text[16];
   mori_store *store = NULL;
   snprintf(rank_text, sizeof rank_text, "%d", rank);
@@ -60,6 +62,7 @@ static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const cha
   if (rc != 0) {
     snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);
   } else {
+    store->incarnation = incarnation; /* this launch's, fresh: no in-band agreement */
     mori_rank_ctx ctx = {rank, world, store, dir, arg};
     rc = fn(&ctx, msg, sizeof msg);
     store->destroy(store);
@@ -91,9 +94,15 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
 
 int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
                    mori_rank_result *results) {
-  char sockets[4096];
+  char sockets[4096], incarnation[33];
   snprintf(sockets, sizeof sockets, "%s/sockets", dir);
   (void)mkdir(sockets, 0700);
+  /* A store may outlive a launch (this one may be a rerun): every launch
+   * hands its ranks an id of its own. */
+  uint64_t id[2] = {0, 0};
+  if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id) return world;
+  snprintf(incarnation, sizeof incarnation, "%016llx%016llx", (unsigned long long)id[0],
+           (unsigned long long)id[1]);
   pid_t *pids = calloc((size_t)world, sizeof *pids);
   struct pollfd *pfd = calloc((size_t)world, sizeof *pfd);
   size_t *got = calloc((size_t)world, sizeof *got);
@@ -108,7 +117,13 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
     if (pids[r] == 0) {
       close(p[0]);
       for (int k = 0; k < r; k++) if (pfd[k].fd >= 0) close(pfd[k].fd);
-      run_child(r, world, fn, arg, dir, p[1]);
+      /* The launcher's tables are the parent's: a rank that exits holding
+       * them would leak them (valgrind's children count). */
+      free(pids);
+      free(pfd);
+      free(got);
+      free(hung_pipe);
+      run_child(r, world, fn, arg, dir, incarnation, p[1]);
     }
     close(p[1]);
     pfd[r].fd = p[0];

@@ -1,24 +1,26 @@
 /*
  * channel.c - the fd channel: one AF_UNIX datagram socket per window in a
- * private 0700 directory.  Each rank sends its exported fd to every peer with
- * SCM_RIGHTS and takes exactly one from each, checked against the sender's
- * request.  Sends never block, because a peer's queue holds only
+ * private 0700 directory of its own, under a socket base no other user can
+ * change.  Each rank sends its exported fd to every peer with SCM_RIGHTS and
+ * takes exactly one from each, checked against the sender's request; an fd
+ * goes only to a socket that our uid bound in a directory only our uid can
+ * write.  Sends never block, because a peer's queue holds only
  * max_dgram_qlen datagrams: sending and receiving interleave under one poll.
  */
 #include "internal.h"
 #include "mori/channel.h"
 #include "mori/error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -36,33 +38,27 @@
 #define ABORT_CHECK_MS 5
 /* Rank lists in error messages stop after this many. */
 #define LIST_RANKS_MAX 16
+/* Private directories: "mori-symm-<pid>-<host tag>-<random>". */
+#define DIR_PREFIX "mori-symm-"
 
 struct mori_channel {
-  int fd;
+  int fd;        /* the socket */
+  int base;      /* the verified socket base, which holds the private directory */
   uint64_t window_seq;
   int (*abort_check)(void *ctx); /* nonzero: a peer gave up; stop waiting */
   void *abort_ctx;
-  char name[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  int dropped;   /* datagrams from non-members in the last exchange */
+  size_t base_len; /* name[0..base_len) is the base's path */
+  char dir[64];  /* the private directory's name in base */
+  char name[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* base/dir/w<seq>: what peers see */
 };
 
-/* ---- the private directory ------------------------------------------- */
+/* ---- the socket base ------------------------------------------------- */
 
-/* One directory per process, made on first use.  A forked child inherits
- * this state, so it is keyed by pid: the child makes its own, and only the
- * process that made a directory removes it at exit. */
-static struct {
-  pthread_mutex_t lock;
-  pid_t pid;
-  int atexit_registered;
-  char path[PATH_MAX];
-} private_dir = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
-
-static void private_dir_remove(void) {
-  if (private_dir.pid == getpid()) rmdir(private_dir.path); /* fails unless empty: fine */
-}
-
+/* The first of these that is set names the base; if it cannot be trusted
+ * that is an error, never a reason to try the next. */
 static const char *socket_base(void) {
-  static const char *const vars[] = {"MORI_SYMM_SOCKET_DIR", "XDG_RUNTIME_DIR"};
+  static const char *const vars[] = {"MORI_SYMM_SOCKET_DIR", "XDG_RUNTIME_DIR", "TMPDIR"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
     if (v && *v) return v;
@@ -70,88 +66,127 @@ static const char *socket_base(void) {
   return "/tmp";
 }
 
-/* Sockets there are reachable by whoever can search the directory, so it
- * must be ours and closed to everyone else, whatever the umask did. */
-static int private_dir_verify(const char *path) {
+/* 32 bits naming this host and pid namespace, so that a process judges
+ * only directories whose pid means the same process to it.  Computed once
+ * per process (a forked child has the same host and namespace). */
+static uint32_t host_tag(void) {
+  static atomic_uint cached;
+  uint32_t tag = atomic_load(&cached);
+  if (tag != 0) return tag;
+  uint8_t id[MORI_WIRE_HOST_ID_SIZE];
+  uint64_t ns = 0;
+  uint32_t h = 2166136261u; /* FNV-1a */
+  mori__host_id(id);
+  int fd = mori_openat(AT_FDCWD, "/proc/self/ns/pid", O_RDONLY | O_CLOEXEC, 0);
   struct stat st;
-  if (chmod(path, 0700) != 0 || lstat(path, &st) != 0)
-    return mori__error(MORI_EIO, "fd channel: chmod/lstat(%s): %s", path, strerror(errno));
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
-    return mori__error(MORI_EAUTH,
-                       "fd channel: %s has owner %u mode %04o; expected a directory of uid %u, "
-                       "mode 0700",
-                       path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-                       (unsigned)geteuid());
-  return 0;
+  if (fd >= 0 && mori_fstat(fd, &st) == 0) ns = (uint64_t)st.st_ino;
+  if (fd >= 0) mori_close(fd);
+  for (size_t i = 0; i < sizeof id; i++) h = (h ^ id[i]) * 16777619u;
+  for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)(ns >> (8 * i))) * 16777619u;
+  h += h == 0; /* 0 means "not computed yet" */
+  atomic_store(&cached, h);
+  return h;
 }
 
-static int private_dir_create(void) {
-  char path[PATH_MAX];
-  const char *base = socket_base();
-  if (snprintf(path, sizeof path, "%s/mori-symm-XXXXXX", base) >= (int)sizeof path)
-    return mori__error(MORI_ERANGE, "fd channel: socket directory base too long: %s", base);
-  if (!mkdtemp(path))
-    return mori__error(MORI_EIO, "fd channel: mkdtemp(%s): %s (set MORI_SYMM_SOCKET_DIR)", path,
-                       strerror(errno));
-  int rc = private_dir_verify(path);
-  if (rc < 0) {
-    rmdir(path);
-    return rc;
+/* ---- leftovers of processes that died holding a channel -------------- */
+
+/* Removes the sockets in base/name and then the directory, if it is ours.
+ * Anything but a socket in it stays, and so does the directory. */
+static void remove_dead_dir(int base, const char *name, long pid) {
+  int dir = mori_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  struct stat st;
+  if (dir < 0) return;
+  if (mori_fstat(dir, &st) != 0 || st.st_uid != geteuid()) {
+    mori_close(dir);
+    return;
   }
-  snprintf(private_dir.path, sizeof private_dir.path, "%s", path);
-  private_dir.pid = getpid();
-  if (!private_dir.atexit_registered && atexit(private_dir_remove) == 0)
-    private_dir.atexit_registered = 1;
-  return 0;
+  char buf[2048] __attribute__((aligned(__alignof__(struct dirent64))));
+  ssize_t n;
+  while ((n = mori_getdents64(dir, buf, sizeof buf)) > 0)
+    for (ssize_t off = 0; off < n;) {
+      const struct dirent64 *e = (const struct dirent64 *)(buf + off);
+      off += e->d_reclen;
+      if (e->d_type == DT_SOCK) (void)mori_unlinkat(dir, e->d_name, 0);
+    }
+  mori_close(dir);
+  int gone = mori_unlinkat(base, name, AT_REMOVEDIR) == 0;
+  MORI_LOG(MORI_LOG_INFO, -1, -1, "fd channel: %s the socket directory %s of pid %ld, which is gone",
+           gone ? "removed" : "could not remove", name, pid);
 }
 
-/* Copies the directory's path into out (PATH_MAX bytes). */
-static int private_dir_get(char *out) {
-  int rc = 0;
-  pthread_mutex_lock(&private_dir.lock);
-  if (private_dir.pid != getpid()) rc = private_dir_create();
-  if (rc == 0) snprintf(out, PATH_MAX, "%s", private_dir.path);
-  pthread_mutex_unlock(&private_dir.lock);
-  return rc;
+/* Once per process: every private directory in base that a process of
+ * this host and pid namespace made and that process no longer exists. */
+static void sweep_leftovers(int base) {
+  static atomic_int swept_by;
+  int me = (int)getpid();
+  if (atomic_exchange(&swept_by, me) == me) return;
+  uint32_t tag = host_tag();
+  int dir = mori_openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (dir < 0) return;
+  char buf[4096] __attribute__((aligned(__alignof__(struct dirent64))));
+  ssize_t n;
+  while ((n = mori_getdents64(dir, buf, sizeof buf)) > 0)
+    for (ssize_t off = 0; off < n;) {
+      const struct dirent64 *e = (const struct dirent64 *)(buf + off);
+      long pid;
+      unsigned etag;
+      int used = 0;
+      off += e->d_reclen;
+      if (e->d_type != DT_DIR ||
+          sscanf(e->d_name, DIR_PREFIX "%ld-%8x-%*16[0-9a-f]%n", &pid, &etag, &used) != 2 ||
+          e->d_name[used] != '\0' || etag != tag || pid <= 0 || pid == me)
+        continue;
+      /* EPERM means alive (another user's): only ESRCH says gone. */
+      if (mori_kill((pid_t)pid, 0) != 0 && errno == ESRCH) remove_dead_dir(base, e->d_name, pid);
+    }
+  mori_close(dir);
 }
 
 /* ---- open / close ---------------------------------------------------- */
 
-static atomic_ulong channel_counter;
+/* base/<dir>, 0700 and ours, with a fresh random name. */
+static int private_dir_make(mori_channel *ch, const char *base_path) {
+  uint32_t tag = host_tag();
+  for (int tries = 0;; tries++) {
+    snprintf(ch->dir, sizeof ch->dir, DIR_PREFIX "%ld-%08x-%016llx", (long)getpid(), tag,
+             (unsigned long long)mori__random64());
+    /* 0700 whatever the umask: we must be able to bind in it */
+    if (mori_mkdirat(ch->base, ch->dir, 0700) == 0)
+      return mori_fchmodat(ch->base, ch->dir, 0700, 0) == 0
+                 ? 0
+                 : mori__error(MORI_EIO, "fd channel: chmod(%s/%s): %s", base_path, ch->dir,
+                               strerror(errno));
+    if (errno != EEXIST || tries == 3)
+      return mori__error(MORI_EIO, "fd channel: mkdir(%s/%s): %s", base_path, ch->dir,
+                         strerror(errno));
+  }
+}
 
-/* <dir>/w<seq>-<random>: the directory names the process, seq the window,
- * and the random part keeps a reopened window's socket distinct from a
- * stale one that a slow peer may still address. */
-static int channel_path(uint64_t window_seq, char *out, size_t cap) {
-  char dir[PATH_MAX];
-  uint64_t rnd;
-  MORI_GUARD(private_dir_get(dir));
-  if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-    return mori__error(MORI_EIO, "fd channel: getrandom: %s", strerror(errno));
-  rnd ^= atomic_fetch_add(&channel_counter, 1);
-  int n = snprintf(out, cap, "%s/w%llu-%016llx", dir, (unsigned long long)window_seq,
-                   (unsigned long long)rnd);
-  if (n < 0 || (size_t)n >= cap)
-    return mori__error(MORI_ERANGE,
-                       "fd channel: socket path %s/w%llu-... is longer than sun_path allows "
-                       "(%zu bytes); set MORI_SYMM_SOCKET_DIR to a shorter directory",
-                       dir, (unsigned long long)window_seq, cap - 1);
+/* Opens the private directory we just made and checks it is still what
+ * mkdir made: a directory of ours that nobody else may enter. */
+static int private_dir_open(const mori_channel *ch, const char *base_path, int *dir) {
+  struct stat st;
+  *dir = mori_openat(ch->base, ch->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (*dir < 0)
+    return mori__error(MORI_EIO, "fd channel: open(%s/%s): %s", base_path, ch->dir,
+                       strerror(errno));
+  if (mori_fstat(*dir, &st) != 0)
+    return mori__error(MORI_EIO, "fd channel: fstat(%s/%s): %s", base_path, ch->dir,
+                       strerror(errno));
+  if (st.st_uid != geteuid() || (st.st_mode & 077))
+    return mori__error(MORI_EAUTH, "fd channel: %s/%s has owner %u mode %04o, not ours and 0700",
+                       base_path, ch->dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
   return 0;
 }
 
-int mori_channel_open(uint64_t window_seq, mori_channel **out) {
-  if (!out) return mori__error(MORI_EINVAL, "mori_channel_open: out is NULL");
-  *out = NULL;
-  mori_channel *ch = mori_calloc(1, sizeof *ch);
-  if (!ch) return mori__error(MORI_ENOMEM, "fd channel: %zu bytes", sizeof *ch);
-  ch->fd = -1;
-  ch->window_seq = window_seq;
-  int rc = channel_path(window_seq, ch->name, sizeof ch->name);
-  if (rc < 0) goto fail;
-  int on = 1;
+/* Binds through the directory fd (/proc/self/fd/N/w<seq>), so the socket
+ * lands in the directory we checked whatever its path names now.  Peers
+ * are told the path (name), which they verify for themselves. */
+static int channel_bind(mori_channel *ch, int dir, const char *sock) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  memcpy(addr.sun_path, ch->name, strlen(ch->name) + 1);
+  int on = 1;
   const char *call = NULL;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d/%s", dir, sock);
   ch->fd = mori_socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (ch->fd < 0)
     call = "socket";
@@ -159,31 +194,70 @@ int mori_channel_open(uint64_t window_seq, mori_channel **out) {
     call = "setsockopt(SO_PASSCRED)"; /* without it no datagram carries credentials */
   else if (mori_bind(ch->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
     call = "bind";
-  else if (chmod(ch->name, 0600) != 0)
+  else if (mori_fchmodat(dir, sock, 0600, 0) != 0)
     call = "chmod"; /* peers need write permission, which a umask may have removed */
-  if (call) {
-    rc = mori__error(MORI_EIO, "fd channel: %s(%s): %s", call, ch->name, strerror(errno));
-    goto fail;
+  if (call) return mori__error(MORI_EIO, "fd channel: %s(%s): %s", call, ch->name, strerror(errno));
+  return 0;
+}
+
+static void channel_remove(mori_channel *ch) {
+  char sock[sizeof ch->dir + 32];
+  if (ch->fd >= 0) mori_close(ch->fd); /* datagrams still queued, and fds in them, go with it */
+  if (ch->dir[0]) {
+    snprintf(sock, sizeof sock, "%s/w%llu", ch->dir, (unsigned long long)ch->window_seq);
+    (void)mori_unlinkat(ch->base, sock, 0);
+    (void)mori_unlinkat(ch->base, ch->dir, AT_REMOVEDIR);
+  }
+  if (ch->base >= 0) mori_close(ch->base);
+  free(ch);
+}
+
+int mori_channel_open(uint64_t window_seq, mori_channel **out) {
+  if (!out) return mori__error(MORI_EINVAL, "mori_channel_open: out is NULL");
+  *out = NULL;
+  mori_channel *ch = mori_calloc(1, sizeof *ch);
+  if (!ch) return mori__error(MORI_ENOMEM, "fd channel: %zu bytes", sizeof *ch);
+  ch->fd = ch->base = -1;
+  ch->window_seq = window_seq;
+  const char *base_path = socket_base();
+  char sock[32];
+  int dir = -1;
+  snprintf(sock, sizeof sock, "w%llu", (unsigned long long)window_seq);
+  int rc = mori__trusted_dir_open(base_path, MORI_TRUST_CREATE | MORI_TRUST_SHARED,
+                                  "fd channel", &ch->base);
+  if (rc == 0) {
+    sweep_leftovers(ch->base);
+    rc = private_dir_make(ch, base_path);
+    if (rc < 0) ch->dir[0] = '\0';
+  }
+  if (rc == 0) {
+    ch->base_len = strlen(base_path);
+    while (ch->base_len > 1 && base_path[ch->base_len - 1] == '/') ch->base_len--;
+    size_t n = (size_t)snprintf(ch->name, sizeof ch->name, "%.*s/%s/%s", (int)ch->base_len,
+                                base_path, ch->dir, sock);
+    if (n >= sizeof ch->name)
+      rc = mori__error(MORI_ERANGE,
+                       "fd channel: socket path %.*s/%s/%s is longer than sun_path allows (%zu "
+                       "bytes); set MORI_SYMM_SOCKET_DIR to a shorter directory",
+                       (int)ch->base_len, base_path, ch->dir, sock, sizeof ch->name - 1);
+  }
+  if (rc == 0) rc = private_dir_open(ch, base_path, &dir);
+  if (rc == 0) rc = channel_bind(ch, dir, sock);
+  if (dir >= 0) mori_close(dir);
+  if (rc < 0) {
+    channel_remove(ch);
+    return rc;
   }
   *out = ch;
   return 0;
-fail:
-  if (ch->fd >= 0) {
-    mori_close(ch->fd);
-    mori_unlinkat(AT_FDCWD, ch->name, 0); /* the path is ours alone: nothing else can have bound it */
-  }
-  free(ch);
-  return rc;
 }
 
 const char *mori_channel_name(const mori_channel *ch) { return ch->name; }
 int mori_channel_fd(const mori_channel *ch) { return ch->fd; }
+int mori_channel_dropped(const mori_channel *ch) { return ch->dropped; }
 
 void mori_channel_close(mori_channel *ch) {
-  if (!ch) return;
-  mori_close(ch->fd); /* datagrams still queued, and fds in them, go with it */
-  mori_unlinkat(AT_FDCWD, ch->name, 0);
-  free(ch);
+  if (ch) channel_remove(ch);
 }
 
 /* ---- exchange -------------------------------------------------------- */
@@ -195,9 +269,12 @@ typedef struct exchange {
   uint64_t window_seq;
   int my_fd;
   int *fds;      /* fds_out */
+  int *dest;     /* per rank: O_PATH fd of its verified socket (-1: none) */
   uint8_t *sent; /* per rank: datagram handed to the kernel */
   uint8_t *seen; /* per rank: datagram accepted (mori_datagram_expect.seen) */
   int to_send, to_receive;
+  int dropped;   /* datagrams from non-members */
+  char first_drop[384];
 } exchange;
 
 /* What one recvmsg delivered besides the bytes. */
@@ -263,8 +340,29 @@ static void collect_control(struct msghdr *msg, arrival *a) {
   }
 }
 
-/* 1: a datagram was taken; 0: the queue is empty; < 0: it was rejected
- * (every fd that came with it closed) or recvmsg failed. */
+/* The kernel's credentials are a member's: the pid and uid of some rank's
+ * request (this process's other channels included).  Only the kernel can
+ * say this; anything in the bytes can be copied from the store. */
+static int from_member(const exchange *x, const arrival *a) {
+  for (int r = 0; a->has_cred && r < x->world; r++)
+    if (x->reqs[r].pid == (uint32_t)a->cred.pid && x->reqs[r].uid == (uint32_t)a->cred.uid)
+      return 1;
+  return 0;
+}
+
+/* A non-member's datagram is no reason to give up on the members': it is
+ * dropped and counted, and the count goes into the error if the exchange
+ * fails after all. */
+static void drop(exchange *x, const char *who) {
+  if (x->dropped++ == 0)
+    snprintf(x->first_drop, sizeof x->first_drop, "%s: %s", who, mori_last_error());
+  MORI_LOG(MORI_LOG_WARN, x->self, -1, "fd channel window %llu: dropped a datagram from %s: %s",
+           (unsigned long long)x->window_seq, who, mori_last_error());
+}
+
+/* 1: a datagram was taken (accepted or dropped); 0: the queue is empty;
+ * < 0: a member's datagram was rejected (every fd that came with it
+ * closed) or recvmsg failed. */
 static int receive_one(exchange *x) {
   uint8_t buf[2 * MORI_WIRE_DATAGRAM_SIZE]; /* room to see an oversized one */
   union {
@@ -288,6 +386,10 @@ static int receive_one(exchange *x) {
     char who[96];
     describe_sender(x, &a, who, sizeof who);
     close_fds(a.fds, a.nfds);
+    if (!from_member(x, &a)) {
+      drop(x, who);
+      return 1;
+    }
     mori__error_prefix("rejected datagram from %s: ", who);
     return rc;
   }
@@ -297,9 +399,11 @@ static int receive_one(exchange *x) {
   return 1;
 }
 
+/* A bounded number per call, so that a flood of datagrams to drop cannot
+ * keep the loop from its deadline. */
 static int receive_pending(exchange *x) {
   int rc;
-  while (x->to_receive > 0 && (rc = receive_one(x)) != 0)
+  for (int n = 0; n < x->world + 64 && x->to_receive > 0 && (rc = receive_one(x)) != 0; n++)
     if (rc < 0) return rc;
   return 0;
 }
@@ -317,6 +421,84 @@ static int send_failed(int r, const char *path, int err) {
                      strerror(err));
 }
 
+/* ---- where an fd may go ---------------------------------------------- */
+
+/* The directory holding a peer's socket, checked as the peer's private
+ * directory must be: ours, writable by us alone, every directory above it
+ * trusted.  Under our own base (the usual case) only the last step is new. */
+static int peer_dir_open(const exchange *x, const char *path, size_t dir_len, int *dir) {
+  const mori_channel *ch = x->ch;
+  char dirpath[PATH_MAX];
+  snprintf(dirpath, sizeof dirpath, "%.*s", (int)dir_len, path);
+  const char *rest = dirpath + ch->base_len + 1;
+  if (strncmp(dirpath, ch->name, ch->base_len) != 0 || dirpath[ch->base_len] != '/' ||
+      !*rest || strchr(rest, '/') || strcmp(rest, "..") == 0 || strcmp(rest, ".") == 0)
+    return mori__trusted_dir_open(dirpath, 0, "fd channel", dir);
+  struct stat st;
+  *dir = mori_openat(ch->base, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (*dir < 0)
+    return mori__error(errno == ENOENT ? MORI_ENOTFOUND : MORI_EIO, "fd channel: open(%s): %s",
+                       dirpath, strerror(errno));
+  int rc = mori_fstat(*dir, &st) == 0
+               ? mori__dir_check(&st, dirpath, 0, "fd channel")
+               : mori__error(MORI_EIO, "fd channel: fstat(%s): %s", dirpath, strerror(errno));
+  if (rc < 0) {
+    mori_close(*dir);
+    *dir = -1;
+  }
+  return rc;
+}
+
+/* Opens (O_PATH) the socket rank r's request names, once it is sure only
+ * our uid can have bound it: a socket owned by our uid, which is the uid
+ * the request claims, in a directory of ours that nobody else can write.
+ * The fd is what sends go to (/proc/self/fd/N): the socket checked is the
+ * socket used. */
+static int resolve_peer(exchange *x, int r) {
+  const mori_request *q = &x->reqs[r];
+  char path[sizeof q->socket_name];
+  snprintf(path, sizeof path, "%s", q->socket_name);
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path || !slash[1])
+    return mori__error(MORI_EINVAL, "rank %d's request has no usable socket name '%s'", r, path);
+  if (q->uid != (uint32_t)geteuid())
+    return mori__error(MORI_EAUTH, "rank %d's request says uid %u; this process is uid %u", r,
+                       q->uid, (unsigned)geteuid());
+  int dir = -1, rc = peer_dir_open(x, path, (size_t)(slash - path), &dir);
+  if (rc == MORI_ENOTFOUND)
+    return mori__error(MORI_EIO, "rank %d is gone: %s: %s", r, path, strerror(ENOENT));
+  if (rc < 0) {
+    mori__error_prefix("rank %d's socket %s: ", r, path);
+    return rc;
+  }
+  struct stat st;
+  int sock = mori_openat(dir, slash + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+  int err = errno;
+  mori_close(dir);
+  if (sock < 0)
+    return mori__error(MORI_EIO, "rank %d%s: %s: %s", r, err == ENOENT ? " is gone" : "", path,
+                       strerror(err));
+  if (mori_fstat(sock, &st) != 0)
+    rc = mori__error(MORI_EIO, "rank %d: fstat(%s): %s", r, path, strerror(errno));
+  else if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+    rc = mori__error(MORI_EAUTH, "rank %d's socket %s is a %s of uid %u, not a socket of uid %u",
+                     r, path, mori__file_type(st.st_mode), (unsigned)st.st_uid,
+                     (unsigned)geteuid());
+  if (rc < 0) {
+    mori_close(sock);
+    return rc;
+  }
+  x->dest[r] = sock;
+  return 0;
+}
+
+/* Every peer's socket, before the first fd leaves this process. */
+static int resolve_peers(exchange *x) {
+  for (int r = 0; r < x->world; r++)
+    if (r != x->self) MORI_GUARD(resolve_peer(x, r));
+  return 0;
+}
+
 /* 1: sent; 0: the peer's queue is full, retry later; < 0: failed. */
 static int send_one(exchange *x, int r) {
   const mori_request *peer = &x->reqs[r];
@@ -329,10 +511,7 @@ static int send_one(exchange *x, int r) {
     return mori__error(MORI_EPROTO, "encoding the datagram for rank %d: %s", r,
                        mori_wire_strerror(wrc));
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  size_t plen = strnlen(peer->socket_name, sizeof peer->socket_name);
-  if (plen == 0 || plen >= sizeof addr.sun_path)
-    return mori__error(MORI_EINVAL, "rank %d's request has no usable socket name", r);
-  memcpy(addr.sun_path, peer->socket_name, plen);
+  snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d", x->dest[r]);
   union {
     struct cmsghdr align;
     char bytes[CMSG_SPACE(sizeof(int))];
@@ -350,7 +529,7 @@ static int send_one(exchange *x, int r) {
   ssize_t n = mori_sendmsg(x->ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n == (ssize_t)len) return 1;
   if (n < 0 && send_should_retry(errno)) return 0;
-  return send_failed(r, addr.sun_path, n < 0 ? errno : EMSGSIZE);
+  return send_failed(r, peer->socket_name, n < 0 ? errno : EMSGSIZE);
 }
 
 /* Each rank starts with the rank after it, so that the first datagrams of
@@ -393,14 +572,37 @@ static int timeout_error(const exchange *x, int timeout_ms) {
                      x->to_send ? " (their queues stayed full)" : "");
 }
 
+/* Whatever ended the exchange, the datagrams dropped on the way may be why. */
+static void report_drops(const exchange *x) {
+  char message[1024];
+  if (x->dropped == 0) return;
+  snprintf(message, sizeof message, "%s", mori_last_error());
+  mori__error(0, "%s; dropped %d datagram(s) from non-members (first: %s)", message, x->dropped,
+              x->first_drop);
+}
+
 static long long now_ms(void) { return (long long)(mori__now_us() / 1e3); }
 
 /* Sends are retried every SEND_RETRY_MS while any is held up; otherwise the
  * loop sleeps in poll until a datagram arrives or time runs out. */
+/* A peer that gave up publishes its abort before it closes its channel:
+ * if one is there, that is why a peer is gone, and the error says so. */
+static int peer_failed_first(const exchange *x, int rc) {
+  if (rc < 0 && x->ch->abort_check != NULL) {
+    char gone[1024];
+    snprintf(gone, sizeof gone, "%s", mori_last_error());
+    int aborted = x->ch->abort_check(x->ch->abort_ctx);
+    if (aborted < 0) return aborted;
+    mori__error(rc, "%s", gone);
+  }
+  return rc;
+}
+
 static int exchange_run(exchange *x, int timeout_ms) {
   long long deadline = now_ms() + timeout_ms;
+  MORI_GUARD(peer_failed_first(x, resolve_peers(x)));
   for (;;) {
-    MORI_GUARD(send_pending(x));
+    MORI_GUARD(peer_failed_first(x, send_pending(x)));
     MORI_GUARD(receive_pending(x));
     if (x->to_send == 0 && x->to_receive == 0) return 0;
     long long left = deadline - now_ms();
@@ -436,21 +638,28 @@ void mori_channel_set_abort_check(mori_channel *ch, int (*check)(void *ctx), voi
 int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world, int self,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms) {
   uint8_t *flags = NULL;
-  exchange x;
+  int *dest = NULL;
+  exchange x = {0};
   for (int r = 0; fds_out && r < world && r < MORI_WIRE_MAX_WORLD; r++) fds_out[r] = -1;
   int rc = exchange_check_args(ch, reqs, world, self, my_fd, fds_out, timeout_ms);
   if (rc < 0) goto Exit;
   flags = mori_calloc(2, (size_t)world);
-  if (!flags) {
-    rc = mori__error(MORI_ENOMEM, "%d bytes", 2 * world);
+  dest = mori_malloc((size_t)world * sizeof *dest);
+  if (!flags || !dest) {
+    rc = mori__error(MORI_ENOMEM, "%d bytes", 2 * world + world * (int)sizeof *dest);
     goto Exit;
   }
-  x = (exchange){ch, reqs, world, self, window_seq, my_fd, fds_out, flags, flags + world,
-                 world - 1, world - 1};
+  for (int r = 0; r < world; r++) dest[r] = -1;
+  x = (exchange){ch, reqs, world, self, window_seq, my_fd, fds_out, dest, flags, flags + world,
+                 world - 1, world - 1, 0, ""};
   rc = exchange_run(&x, timeout_ms);
   if (rc < 0) close_fds(fds_out, world);
+  if (rc < 0) report_drops(&x);
+  close_fds(dest, world);
+  ch->dropped = x.dropped;
 Exit:
   free(flags);
+  free(dest);
   if (rc < 0)
     mori__error_prefix("fd channel rank %d window %llu: ", self, (unsigned long long)window_seq);
   return rc;

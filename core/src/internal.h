@@ -39,6 +39,26 @@ void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
 uint64_t mori__random64(void);
 double mori__now_us(void);
 
+/* ---- what is trusted on disk (trust.c) ---- */
+
+#include <sys/stat.h>
+
+enum {
+  MORI_TRUST_CREATE = 1, /* make missing directories, 0700 */
+  MORI_TRUST_SHARED = 2  /* the directory itself may be root's, or root's and sticky (/tmp) */
+};
+/* Opens the absolute path as a directory (O_RDONLY) that no other user can
+ * change: every component from "/" down is opened with O_NOFOLLOW and
+ * checked on its fd with mori__dir_check (ancestors as shared).  who
+ * starts every message ("file store", "fd channel"); a refusal names the
+ * path and the reason (MORI_EAUTH). */
+int mori__trusted_dir_open(const char *path, int flags, const char *who, int *fd);
+/* A directory owned by our euid (or root, if shared), not writable by
+ * group or others (unless shared, root-owned and sticky). */
+int mori__dir_check(const struct stat *st, const char *path, int shared, const char *who);
+/* "regular file", "FIFO", "directory", ... */
+const char *mori__file_type(mode_t mode);
+
 /* ---- resources (resource.c) ---- */
 
 /* The ledger's release callback: one row per resource kind. */
@@ -129,6 +149,8 @@ struct mori_window {
   mori_block *block;
   char *group;
   uint64_t seq;             /* the group's rendezvous sequence number */
+  char incarnation[65];     /* the group's, namespacing every key (rendezvous_store.c) */
+  int incarnation_tried;    /* its agreement ran here (and failed, if incarnation is "") */
   long id;                  /* process-unique, for log lines */
   int rank, world;
   int handle_type, direct_access;
@@ -185,8 +207,9 @@ extern struct mori__counters {
 
 /* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
 
-/* mori_symm/<group>/<seq>/<what>/<rank> */
-void mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank);
+/* mori_symm/<group>/<incarnation>/<seq>/<what>/<rank>; MORI_ESTATE if the
+ * group has no incarnation yet (mori__publish_request agrees on it). */
+int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank);
 /* Gets what/<r> for every rank r != self into vals/lens (malloc'd; free
  * with mori__free_vals); ends early with MORI_EPEER on a peer's abort, and
  * on a timeout names every rank still missing. */
@@ -195,11 +218,21 @@ int mori__gather(mori_window *w, mori_store *store, const char *what, void **val
 void mori__free_vals(void **vals, int n);
 /* Sets what/<self>, then gathers what/<r> of every other rank. */
 int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int timeout_ms);
-/* Tells the group this rank gave up, so peers stop waiting (best effort). */
+/* Tells the group this rank gave up, so peers stop waiting (best effort);
+ * the error message keeps the cause first, and a failure to publish is
+ * appended to it. */
 void mori__publish_abort(mori_window *w, mori_store *store);
+/* Publishes this rank's request; the group's first rendezvous in this
+ * process agrees on its incarnation first (rank 0 leads, others join). */
 int mori__publish_request(mori_window *w, mori_store *store, const mori_request *q);
 /* Gathers and decodes every other rank's request into reqs. */
 int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs, int timeout_ms);
+/* For a rank that will not take part in the group's rendezvous number
+ * seq: agrees the incarnation as that rendezvous would (the leader keeps
+ * answering joins until every member's request is in, or timeout_ms) and
+ * publishes an abort saying why, so peers fail now, not at their timeout. */
+int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world,
+                           mori_store *store, const char *why, int timeout_ms);
 /* The fd channel's abort check: ctx is a struct mori__abort_ctx. */
 struct mori__abort_ctx {
   mori_window *w;

@@ -60,6 +60,19 @@ static int check_identity(const mori_request *reqs, int world) {
   return 0;
 }
 
+/* Peers are us: an fd goes only to a process of our own uid, so a request
+ * naming another uid (whoever wrote it into the store) ends the
+ * rendezvous before any fd is sent.  The own request carries our euid. */
+static int check_same_user(const mori_request *reqs, int world, int self) {
+  for (int i = 0; i < world; i++)
+    if (reqs[i].uid != reqs[self].uid)
+      return mori__error(MORI_EAUTH,
+                         "rendezvous: rank %d's request says uid %u, but this process (rank %d) "
+                         "is uid %u: every peer must be the same user",
+                         i, reqs[i].uid, self, reqs[self].uid);
+  return 0;
+}
+
 static int check_agreement(const mori_request *reqs, int world) {
   for (int i = 1; i < world; i++) {
     for (size_t f = 0; f < sizeof agreed_sizes / sizeof agreed_sizes[0]; f++) {
@@ -166,6 +179,7 @@ int mori_validate_world(const mori_request *reqs, int world, int self, mori_worl
   if (!reqs || !info || world < 1 || world > MORI_WIRE_MAX_WORLD || self < 0 || self >= world)
     return mori__error(MORI_EINVAL, "mori_validate_world: world %d, self %d", world, self);
   MORI_GUARD(check_identity(reqs, world));
+  MORI_GUARD(check_same_user(reqs, world, self));
   MORI_GUARD(check_agreement(reqs, world));
 
   /* The fd path is host-local: fds travel over AF_UNIX sockets. */

@@ -1,25 +1,241 @@
 /*
- * rendezvous_store.c - what a rendezvous keeps in the store: the key of
- * each entry, gathers that stop early when a peer published an abort, the
- * abort itself, and the encoded requests.
+ * rendezvous_store.c - what a rendezvous keeps in the store: the group's
+ * incarnation (agreed once per group and process, so that nothing an
+ * earlier run left in a store that outlived it is ever taken as current),
+ * the key of each entry, gathers that stop early when a peer published an
+ * abort, the abort itself, and the encoded requests.
+ *
+ * Incarnations (docs/security.md has the argument in full).  Rank 0 of a
+ * group, its leader, draws a random 128-bit id; every other rank draws a
+ * random 128-bit nonce, publishes it as its join, and waits for the answer
+ * under a key named by that nonce, which no earlier run can have written.
+ * The leader answers whatever join it finds for each rank, and answers
+ * again whenever a rank's join changes, until that rank's request arrives
+ * under the id: a join left by an earlier run gets an answer nobody reads.
+ * Every other key lives under the id.
  */
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-void mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
-  snprintf(out, n, "mori_symm/%s/%llu/%s/%d", w->group, (unsigned long long)w->seq, what, rank);
+#define ID_HEX 32 /* 128 bits */
+
+typedef char hex_id[ID_HEX + 1];
+
+/* One per group and process, like the sequence numbers.  The thread whose
+ * rendezvous agrees it is the only one to touch it until it is AGREED;
+ * others of the group wait for that.  No lock is held while the store is
+ * waited on. */
+typedef struct incarnation {
+  struct incarnation *next;
+  int agreed;
+  hex_id id;
+  uint64_t lead_seq; /* the rendezvous that led, which answers joins */
+  hex_id *answered;  /* its joins answered per rank, until it takes them */
+  char group[];
+} incarnation;
+
+static incarnation *incarnations;
+static pthread_mutex_t incarnation_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t incarnation_cond = PTHREAD_COND_INITIALIZER;
+
+static incarnation *incarnation_find(const char *group) {
+  for (incarnation *i = incarnations; i != NULL; i = i->next)
+    if (strcmp(i->group, group) == 0) return i;
+  return NULL;
 }
+
+static void incarnation_drop(incarnation *gone) {
+  for (incarnation **p = &incarnations; *p != NULL; p = &(*p)->next)
+    if (*p == gone) {
+      *p = gone->next;
+      break;
+    }
+  free(gone->answered);
+  free(gone);
+}
+
+static void random_hex(hex_id out) {
+  uint64_t v[2] = {mori__random64(), mori__random64()};
+  snprintf(out, ID_HEX + 1, "%016llx%016llx", (unsigned long long)v[0],
+           (unsigned long long)v[1]);
+}
+
+static int is_hex_id(const void *value, size_t len) {
+  const char *s = value;
+  if (len != ID_HEX) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return 1;
+}
+
+/* ---- keys ---- */
+
+int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
+  if (w->incarnation[0] == '\0')
+    return mori__error(MORI_ESTATE, "rendezvous: group %s has no incarnation yet", w->group);
+  snprintf(out, n, "mori_symm/%s/%s/%llu/%s/%d", w->group, w->incarnation,
+           (unsigned long long)w->seq, what, rank);
+  return 0;
+}
+
+static void join_key(char *out, size_t n, const char *group, int rank) {
+  snprintf(out, n, "mori_symm/%s/join/%d", group, rank);
+}
+
+static void answer_key(char *out, size_t n, const char *group, int rank, const char *nonce) {
+  snprintf(out, n, "mori_symm/%s/incarnation/%d/%s", group, rank, nonce);
+}
+
+/* ---- agreeing on the incarnation ---- */
+
+/* Leader: answers rank r's join if it is there and not answered yet.  A
+ * join that changed after it was answered was an earlier run's. */
+static int answer_join(const mori_window *w, mori_store *store, hex_id *answered, int r) {
+  char key[512];
+  void *join = NULL;
+  size_t len = 0;
+  join_key(key, sizeof key, w->group, r);
+  int rc = store->get(store, key, &join, &len, 0);
+  if (rc == MORI_ETIMEDOUT) return 0; /* not joined yet */
+  if (rc != 0) return rc;
+  int fresh = is_hex_id(join, len) && memcmp(join, answered[r], ID_HEX) != 0;
+  if (fresh) {
+    if (answered[r][0])
+      MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
+               "group %s: rank %d joined again; its join %s was stale (an earlier run's)",
+               w->group, r, answered[r]);
+    memcpy(answered[r], join, ID_HEX);
+  }
+  free(join);
+  if (!fresh) return 0;
+  answer_key(key, sizeof key, w->group, r, answered[r]);
+  return store->set(store, key, w->incarnation, ID_HEX);
+}
+
+static int lead(mori_window *w, mori_store *store, incarnation *inc) {
+  random_hex(inc->id);
+  memcpy(w->incarnation, inc->id, sizeof inc->id);
+  inc->lead_seq = w->seq;
+  if (w->world > 1) {
+    inc->answered = mori_calloc((size_t)w->world, sizeof *inc->answered);
+    if (inc->answered == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+    for (int r = 1; r < w->world; r++) MORI_GUARD(answer_join(w, store, inc->answered, r));
+  }
+  return 0;
+}
+
+static int join(mori_window *w, mori_store *store, incarnation *inc, int timeout_ms) {
+  char key[512];
+  hex_id nonce;
+  void *id = NULL;
+  size_t len = 0;
+  random_hex(nonce);
+  join_key(key, sizeof key, w->group, w->rank);
+  MORI_GUARD(store->set(store, key, nonce, ID_HEX));
+  answer_key(key, sizeof key, w->group, w->rank, nonce);
+  int rc = store->get(store, key, &id, &len, timeout_ms);
+  if (rc == MORI_ETIMEDOUT)
+    return mori__error(MORI_ETIMEDOUT,
+                       "rendezvous: rank 0 (the leader of group %s) did not answer this rank's "
+                       "join within %d ms",
+                       w->group, timeout_ms);
+  if (rc != 0) return rc;
+  int ok = is_hex_id(id, len);
+  if (ok) memcpy(inc->id, id, ID_HEX);
+  free(id);
+  if (!ok)
+    return mori__error(MORI_EPROTO, "rendezvous: the answer to this rank's join (%s) is no id",
+                       key);
+  memcpy(w->incarnation, inc->id, sizeof inc->id);
+  return 0;
+}
+
+/* The launcher's id, if the store carries one: up to 64 characters a key
+ * can hold as they are. */
+static int launcher_incarnation(mori_window *w, const char *id) {
+  size_t n = strlen(id);
+  int ok = n > 0 && n < sizeof w->incarnation;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'z') ||
+         (id[i] >= 'A' && id[i] <= 'Z') || id[i] == '-' || id[i] == '_';
+  if (!ok)
+    return mori__error(MORI_EINVAL,
+                       "rendezvous: the store's incarnation '%.80s' is not 1-64 letters, digits, "
+                       "'-' or '_'",
+                       id);
+  memcpy(w->incarnation, id, n + 1);
+  return 0;
+}
+
+/* Copies the group's incarnation into w: the one the launcher gave the
+ * store, or else the one agreed in-band, agreeing it first if this is the
+ * group's first rendezvous in this process (or waiting for the thread
+ * that is agreeing it). */
+static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
+  incarnation *inc;
+  if (store->incarnation != NULL) return launcher_incarnation(w, store->incarnation);
+  pthread_mutex_lock(&incarnation_lock);
+  while ((inc = incarnation_find(w->group)) != NULL && !inc->agreed)
+    pthread_cond_wait(&incarnation_cond, &incarnation_lock);
+  if (inc != NULL) memcpy(w->incarnation, inc->id, sizeof inc->id);
+  if (inc == NULL) {
+    size_t n = strlen(w->group) + 1;
+    inc = mori_calloc(1, sizeof *inc + n);
+    if (inc != NULL) {
+      memcpy(inc->group, w->group, n);
+      inc->next = incarnations;
+      incarnations = inc;
+    }
+  } else {
+    inc = NULL; /* agreed already */
+  }
+  pthread_mutex_unlock(&incarnation_lock);
+  if (w->incarnation[0]) return 0;
+  if (inc == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  w->incarnation_tried = 1;
+  int rc = w->rank == 0 ? lead(w, store, inc) : join(w, store, inc, timeout_ms);
+  pthread_mutex_lock(&incarnation_lock);
+  if (rc == 0) inc->agreed = 1;
+  else incarnation_drop(inc); /* the next rendezvous of the group tries again */
+  pthread_cond_broadcast(&incarnation_cond);
+  pthread_mutex_unlock(&incarnation_lock);
+  if (rc == 0)
+    MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "group %s: incarnation %s (%s)", w->group,
+             w->incarnation, w->rank == 0 ? "drawn" : "from rank 0");
+  else
+    w->incarnation[0] = '\0';
+  return rc;
+}
+
+/* The joins the leading rendezvous answers while it gathers: handed to it
+ * alone (NULL for every other). */
+static hex_id *take_answering(const mori_window *w) {
+  hex_id *answered = NULL;
+  pthread_mutex_lock(&incarnation_lock);
+  incarnation *inc = incarnation_find(w->group);
+  if (inc != NULL && inc->agreed && inc->lead_seq == w->seq && w->rank == 0) {
+    answered = inc->answered;
+    inc->answered = NULL;
+  }
+  pthread_mutex_unlock(&incarnation_lock);
+  return answered;
+}
+
+/* ---- gathers and aborts ---- */
 
 /* MORI_EPEER if a peer published an abort for this rendezvous. */
 static int check_abort(mori_window *w, mori_store *store, const char *what) {
   char key[512];
   void *why = NULL;
   size_t why_len = 0;
-  mori__store_key(key, sizeof key, w, "abort", 0);
-  if (store->get(store, key, &why, &why_len, 0) != 0) return 0;
-  int rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s", what,
+  if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
+  int rc = store->get(store, key, &why, &why_len, 0);
+  if (rc == MORI_ETIMEDOUT) return 0; /* no abort */
+  if (rc != 0) return rc;
+  rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s", what,
                        (int)why_len, (const char *)why);
   free(why);
   return rc;
@@ -30,25 +246,38 @@ int mori__channel_abort_check(void *ctx) {
   return check_abort(a->w, a->store, "fd datagrams");
 }
 
-/* Gets what/<r> for every rank r != self.  Polls in short slices so that
- * an abort key published by a failing peer ends the wait early; on a
- * timeout names every rank still missing. */
-int mori__gather(mori_window *w, mori_store *store, const char *what, void **vals,
-                  size_t *lens, int timeout_ms) {
+/* Gets what/<r> for every rank r != self.  Waits on one key at a time in
+ * short slices, so that an abort key published by a failing peer ends the
+ * wait early; on a timeout names every rank still missing.  A leader in
+ * its first rendezvous also answers joins while it waits, so it looks at
+ * every missing rank in each pass and sleeps on any change in between. */
+static int gather(mori_window *w, mori_store *store, const char *what, void **vals, size_t *lens,
+                  int timeout_ms, hex_id *answering, int stop_on_abort) {
   char key[512], missing[256] = "";
   int remaining = w->world - 1;
   double deadline = mori__now_us() + timeout_ms * 1e3;
   for (;;) {
     for (int r = 0; r < w->world && remaining > 0; r++) {
       if (r == w->rank || vals[r] != NULL) continue;
-      mori__store_key(key, sizeof key, w, what, r);
-      int get = store->get(store, key, &vals[r], &lens[r], remaining > 4 ? 2 : 10);
+      if (answering) MORI_GUARD(answer_join(w, store, answering, r));
+      MORI_GUARD(mori__store_key(key, sizeof key, w, what, r));
+      int slice = answering ? 0 : remaining > 4 ? 2 : 10;
+      int get = store->get(store, key, &vals[r], &lens[r], slice);
       if (get == 0) remaining--;
       else if (get != MORI_ETIMEDOUT) return get;
     }
     if (remaining == 0) return 0;
-    MORI_GUARD(check_abort(w, store, what));
-    if (mori__now_us() > deadline) break;
+    if (stop_on_abort) MORI_GUARD(check_abort(w, store, what));
+    double left_ms = (deadline - mori__now_us()) / 1e3;
+    if (left_ms <= 0) break;
+    if (answering && store->wait_change)
+      MORI_GUARD(store->wait_change(store, left_ms < 10 ? (int)left_ms + 1 : 10));
+    else if (answering) { /* no change to wait for: nap on one key */
+      void *v = NULL;
+      size_t n = 0;
+      MORI_GUARD(mori__store_key(key, sizeof key, w, "abort", 0));
+      if (store->get(store, key, &v, &n, 1) == 0) free(v);
+    }
   }
   for (int r = 0, n = 0; r < w->world; r++)
     if (r != w->rank && vals[r] == NULL) {
@@ -59,35 +288,91 @@ int mori__gather(mori_window *w, mori_store *store, const char *what, void **val
                      timeout_ms, what, missing);
 }
 
-/* Tells the group this rank gave up, so peers stop waiting (best effort). */
-void mori__publish_abort(mori_window *w, mori_store *store) {
-  char key[512], why[768];
-  mori__store_key(key, sizeof key, w, "abort", 0);
-  int n = snprintf(why, sizeof why, "rank %d: %s", w->rank, mori_last_error());
-  (void)store->set(store, key, why, (size_t)(n < (int)sizeof why ? n : (int)sizeof why - 1));
+int mori__gather(mori_window *w, mori_store *store, const char *what, void **vals,
+                 size_t *lens, int timeout_ms) {
+  return gather(w, store, what, vals, lens, timeout_ms, NULL, 1);
 }
 
 void mori__free_vals(void **vals, int n) {
   for (int r = 0; r < n; r++) free(vals[r]);
 }
 
+/* Publishes w's abort saying why.  If the group's incarnation is not
+ * agreed yet (this rank failed before its request went out), it is agreed
+ * first, since peers look for aborts only under it; a leader then answers
+ * joins until every member's request shows it has the id (and so will find
+ * the abort), or the timeout. */
+static int abort_window(mori_window *w, mori_store *store, const char *why, int timeout_ms) {
+  char key[512], text[768];
+  hex_id *answering = NULL;
+  int rc = 0;
+  if (!w->incarnation[0]) {
+    rc = incarnation_get(w, store, timeout_ms);
+    if (rc == 0) answering = take_answering(w);
+  }
+  if (rc == 0) rc = mori__store_key(key, sizeof key, w, "abort", 0);
+  if (rc == 0) {
+    int n = snprintf(text, sizeof text, "rank %d: %s", w->rank, why);
+    rc = store->set(store, key, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1));
+  }
+  if (rc == 0 && answering) {
+    void **vals = mori_calloc((size_t)w->world, sizeof *vals);
+    size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
+    if (vals && lens) (void)gather(w, store, "req", vals, lens, timeout_ms, answering, 0);
+    if (vals) mori__free_vals(vals, w->world);
+    free(vals);
+    free(lens);
+  }
+  free(answering);
+  return rc;
+}
+
+/* Tells the group this rank gave up, so peers stop waiting (best effort).
+ * The error this rank reports stays the one that made it give up; if the
+ * abort cannot be published either (a full disk, no fds left), that is
+ * appended to it, never put in its place. */
+void mori__publish_abort(mori_window *w, mori_store *store) {
+  char cause[1024], failure[512];
+  snprintf(cause, sizeof cause, "%s", mori_last_error());
+  /* If agreeing on the incarnation is what failed, there is no key a peer
+   * would look at (and trying again would wait as long again): peers time
+   * out, as they would on a rank that died. */
+  int agreement_failed = !w->incarnation[0] && w->incarnation_tried;
+  if (agreement_failed || abort_window(w, store, cause, mori_symm_timeout_ms()) == 0) {
+    mori__error(0, "%s", cause);
+    return;
+  }
+  snprintf(failure, sizeof failure, "%s", mori_last_error());
+  mori__error(0, "%s; publishing the abort also failed: %s", cause, failure);
+}
+
+int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world,
+                           mori_store *store, const char *why, int timeout_ms) {
+  mori_window w = {.group = (char *)group, .seq = seq, .id = -1, .rank = rank, .world = world};
+  return abort_window(&w, store, why, timeout_ms);
+}
+
+/* ---- requests ---- */
 
 int mori__publish_request(mori_window *w, mori_store *store, const mori_request *q) {
   uint8_t buf[MORI_WIRE_REQUEST_MAX];
   size_t len = 0;
   char key[512];
+  MORI_GUARD(incarnation_get(w, store, mori_symm_timeout_ms()));
   int wrc = mori_wire_encode_request(q, buf, sizeof buf, &len);
   if (wrc != 0) return mori__error(MORI_EPROTO, "encode request: %s", mori_wire_strerror(wrc));
-  mori__store_key(key, sizeof key, w, "req", w->rank);
+  MORI_GUARD(mori__store_key(key, sizeof key, w, "req", w->rank));
   return store->set(store, key, buf, len);
 }
 
 int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
-                           int timeout_ms) {
+                          int timeout_ms) {
+  hex_id *answering = take_answering(w);
   void **vals = mori_calloc((size_t)w->world, sizeof *vals);
   size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
   int rc = vals && lens ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
-  if (rc == 0) rc = mori__gather(w, store, "req", vals, lens, timeout_ms);
+  if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms, answering, 1);
+  free(answering); /* every rank has the id now, or this rendezvous failed */
   for (int r = 0; rc == 0 && r < w->world; r++) {
     if (r == w->rank) continue;
     int d = mori_wire_decode_request(vals[r], lens[r], &reqs[r]);
@@ -105,7 +390,7 @@ int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
  * through the store that an abort ends early. */
 int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int timeout_ms) {
   char key[512];
-  mori__store_key(key, sizeof key, w, what, w->rank);
+  MORI_GUARD(mori__store_key(key, sizeof key, w, what, w->rank));
   /* Everything that can fail here fails before the own key is set: once
    * it is, peers may pass the barrier whatever this rank does next. */
   void **vals = mori_calloc((size_t)w->world, sizeof *vals);

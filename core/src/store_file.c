@@ -1,8 +1,11 @@
 /*
  * store_file.c - the store as a directory of files, one per key, for the CLI
- * and the multi-process tests.  Readers only ever see whole values: set
- * writes a private temp file and renames it over the key; add serialises
- * read-modify-write with an flock on a lock file beside the key.
+ * and the multi-process tests.  The directory is verified once (trust.c)
+ * and then used only through its fd.  Readers only ever see whole values:
+ * set writes a private temp file and renames it over the key; add
+ * serialises read-modify-write with an flock on a lock file beside the key.
+ * Nothing in the directory is believed: an entry is read only if it is a
+ * regular file no larger than any valid value.  Waits sleep on inotify.
  */
 #include "internal.h"
 #include "mori/error.h"
@@ -11,23 +14,33 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 /* An encoded key must leave room in NAME_MAX for the ".lock-" prefix. */
 #define KEY_NAME_MAX 240
-#define POLL_START_NS 50000L    /* first sleep of get: most keys are nearly there */
-#define POLL_MAX_NS 1000000L    /* longest sleep: bounds the latency of a late key */
+/* Without inotify, get sleeps between attempts, doubling from the first
+ * (most keys are nearly there) up to the longest (a late key's latency). */
+#define POLL_START_NS 50000L
+#define POLL_MAX_NS 1000000L
+/* With inotify, a wait still wakes this often: an event can be lost when
+ * the kernel's queue overflows, and a store on a network filesystem sees
+ * no events for other hosts' writes. */
+#define WATCH_SLICE_MS 4
 
 typedef struct file_store {
   mori_store base; /* first: the public view */
-  char dir[PATH_MAX];
+  int dir;         /* the verified directory; every access is relative to it */
+  int watch;       /* inotify on dir (renames into it); -1: sleep between attempts */
+  char path[PATH_MAX]; /* for messages */
 } file_store;
 
 /* Temp names must not collide across threads or processes sharing dir. */
@@ -42,9 +55,10 @@ static int key_is_plain(unsigned char c, size_t at) {
   return c == '_' || c == '-' || (c == '.' && at > 0);
 }
 
-static int encode_key(const char *key, char *out, size_t cap) {
+/* <prefix><encoded key> into out (KEY_NAME_MAX + 1 bytes at least). */
+static int key_name(const char *key, const char *prefix, char *out, size_t cap) {
   static const char hex[] = "0123456789ABCDEF";
-  size_t n = 0;
+  size_t n = (size_t)snprintf(out, cap, "%s", prefix);
   if (!key || !*key) return mori__error(MORI_EINVAL, "file store: empty key");
   for (size_t i = 0; key[i]; i++) {
     unsigned char c = (unsigned char)key[i];
@@ -63,14 +77,6 @@ static int encode_key(const char *key, char *out, size_t cap) {
   return 0;
 }
 
-/* dir/<prefix><encoded key> */
-static int key_path(const file_store *fs, const char *key, const char *prefix, char *out) {
-  char name[KEY_NAME_MAX + 1];
-  MORI_GUARD(encode_key(key, name, sizeof name));
-  snprintf(out, PATH_MAX, "%s/%s%s", fs->dir, prefix, name);
-  return 0;
-}
-
 static int write_all(int fd, const void *buf, size_t len) {
   const char *p = buf;
   while (len > 0) {
@@ -85,51 +91,91 @@ static int write_all(int fd, const void *buf, size_t len) {
 
 /* Readers open either the old file or the new one, never a partial one.
  * No fsync: the store lives for one job and need not survive a crash. */
-static int publish(file_store *fs, const char *key, const char *path, const void *value,
+static int publish(file_store *fs, const char *key, const char *name, const void *value,
                    size_t len) {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%lu", fs->dir, (long)getpid(),
-           atomic_fetch_add(&temp_counter, 1));
-  int fd = mori_openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, ".tmp-%ld-%lu", (long)getpid(), atomic_fetch_add(&temp_counter, 1));
+  int fd = mori_openat(fs->dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
-    return mori__error(MORI_EIO, "file store: set '%s': open(%s): %s", key, tmp, strerror(errno));
+    return mori__error(MORI_EIO, "file store: set '%s': open(%s/%s): %s", key, fs->path, tmp,
+                       strerror(errno));
   const char *failed = NULL;
   if (write_all(fd, value, len) != 0) failed = "write";
   int err = errno;
   if (mori_close(fd) != 0 && !failed) failed = "close", err = errno;
-  if (!failed && mori_renameat(AT_FDCWD, tmp, AT_FDCWD, path) != 0) failed = "rename", err = errno;
+  if (!failed && mori_renameat(fs->dir, tmp, fs->dir, name) != 0) failed = "rename", err = errno;
   if (!failed) return 0;
-  mori_unlinkat(AT_FDCWD, tmp, 0);
-  return mori__error(MORI_EIO, "file store: set '%s': %s(%s -> %s): %s", key, failed, tmp, path,
-                     strerror(err));
+  mori_unlinkat(fs->dir, tmp, 0);
+  return mori__error(MORI_EIO, "file store: set '%s': %s(%s/%s -> %s): %s", key, failed,
+                     fs->path, tmp, name, strerror(err));
 }
 
 static int fs_set(mori_store *s, const char *key, const void *value, size_t len) {
   file_store *fs = (file_store *)s;
-  char path[PATH_MAX];
-  MORI_GUARD(key_path(fs, key, "", path));
+  char name[KEY_NAME_MAX + 1];
+  MORI_GUARD(key_name(key, "", name, sizeof name));
   if (!value && len) return mori__error(MORI_EINVAL, "file store: set '%s': NULL value", key);
-  return publish(fs, key, path, value, len);
+  if (len > MORI_STORE_VALUE_MAX)
+    return mori__error(MORI_ERANGE, "file store: set '%s': %zu bytes, more than any entry (%d)",
+                       key, len, MORI_STORE_VALUE_MAX);
+  return publish(fs, key, name, value, len);
 }
 
-/* Reads a whole file into a malloc'd buffer with a NUL after the last byte
- * (not counted in len), so integer values parse in place. */
-static int read_whole(int fd, const char *key, void **value, size_t *len) {
+/* ---- reading an entry that anyone of our uid could have planted ---- */
+
+/* 1 if name is absent; 0 with *fd open on it; < 0 if it is there but is
+ * no entry (a symlink, a socket ...).  O_NONBLOCK: opening a FIFO must
+ * not wait for a writer; O_NOCTTY: a terminal must not become ours. */
+static int open_entry(file_store *fs, const char *op, const char *key, const char *name,
+                      int flags, int *fd) {
+  *fd = mori_openat(fs->dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+  if (*fd >= 0) return 0;
+  if (errno == ENOENT) return 1;
+  if (errno == ELOOP)
+    return mori__error(MORI_EPROTO, "file store: %s '%s': %s/%s is a symlink, not a regular file",
+                       op, key, fs->path, name);
+  if (errno == ENXIO || errno == EISDIR)
+    return mori__error(MORI_EPROTO, "file store: %s '%s': %s/%s is not a regular file (open: %s)",
+                       op, key, fs->path, name, strerror(errno));
+  return mori__error(MORI_EIO, "file store: %s '%s': open(%s/%s): %s", op, key, fs->path, name,
+                     strerror(errno));
+}
+
+/* What fstat says of an opened entry: a regular file of at most
+ * MORI_STORE_VALUE_MAX bytes, or an error naming what it is instead. */
+static int check_entry(file_store *fs, int fd, const char *op, const char *key, const char *name,
+                       struct stat *st) {
+  if (mori_fstat(fd, st) != 0)
+    return mori__error(MORI_EIO, "file store: %s '%s': fstat(%s/%s): %s", op, key, fs->path, name,
+                       strerror(errno));
+  if (!S_ISREG(st->st_mode))
+    return mori__error(MORI_EPROTO, "file store: %s '%s': %s/%s is a %s, not a regular file", op,
+                       key, fs->path, name, mori__file_type(st->st_mode));
+  if (st->st_size > MORI_STORE_VALUE_MAX)
+    return mori__error(MORI_EPROTO,
+                       "file store: %s '%s': %s/%s is %lld bytes, more than any entry (%d)", op,
+                       key, fs->path, name, (long long)st->st_size, MORI_STORE_VALUE_MAX);
+  return 0;
+}
+
+/* The whole entry into a malloc'd buffer with a NUL after the last byte
+ * (not counted in len), so that integer values parse in place. */
+static int read_entry(file_store *fs, int fd, const char *op, const char *key, const char *name,
+                      void **value, size_t *len) {
   struct stat st;
-  if (mori_fstat(fd, &st) != 0)
-    return mori__error(MORI_EIO, "file store: get '%s': fstat: %s", key, strerror(errno));
+  MORI_GUARD(check_entry(fs, fd, op, key, name, &st));
   size_t cap = (size_t)st.st_size, n = 0;
   char *buf = mori_malloc(cap + 1);
-  if (!buf) return mori__error(MORI_ENOMEM, "file store: get '%s': %zu bytes", key, cap + 1);
-  while (n < cap) {
+  if (!buf) return mori__error(MORI_ENOMEM, "file store: %s '%s': %zu bytes", op, key, cap + 1);
+  while (n < cap) { /* never past the size fstat gave, whatever is appended */
     ssize_t r = mori_read(fd, buf + n, cap - n);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       int err = errno;
       free(buf);
-      return mori__error(MORI_EIO, "file store: get '%s': read: %s", key, strerror(err));
+      return mori__error(MORI_EIO, "file store: %s '%s': read: %s", op, key, strerror(err));
     }
-    if (r == 0) break; /* a file never shrinks after rename; stay safe anyway */
+    if (r == 0) break; /* a published file never shrinks; stay safe anyway */
     n += (size_t)r;
   }
   buf[n] = '\0';
@@ -138,35 +184,75 @@ static int read_whole(int fd, const char *key, void **value, size_t *len) {
   return 0;
 }
 
+/* 1 if absent; 0 with the value; < 0 on error. */
+static int try_get(file_store *fs, const char *op, const char *key, const char *name,
+                   void **value, size_t *len) {
+  int fd, rc = open_entry(fs, op, key, name, O_RDONLY, &fd);
+  if (rc != 0) return rc;
+  rc = read_entry(fs, fd, op, key, name, value, len);
+  mori_close(fd);
+  return rc;
+}
+
+/* ---- waiting ---- */
+
+/* Empties the inotify queue: what changed does not matter, only that
+ * something did (the caller looks again). */
+static void drain_watch(file_store *fs) {
+  char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  while (mori_read(fs->watch, events, sizeof events) > 0) {
+  }
+}
+
+static int wait_for_event(file_store *fs, int timeout_ms) {
+  struct pollfd p = {fs->watch, POLLIN, 0};
+  if (mori_poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+    return mori__error(MORI_EIO, "file store: poll(inotify on %s): %s", fs->path, strerror(errno));
+  drain_watch(fs);
+  return 0;
+}
+
+static int fs_wait_change(mori_store *s, int timeout_ms) {
+  file_store *fs = (file_store *)s;
+  if (timeout_ms < 0) timeout_ms = 0;
+  if (fs->watch >= 0)
+    return wait_for_event(fs, timeout_ms < WATCH_SLICE_MS ? timeout_ms : WATCH_SLICE_MS);
+  struct timespec ts = {0, (timeout_ms < 1 ? timeout_ms : 1) * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
 static long long now_ns(void) { return (long long)(mori__now_us() * 1e3); }
 
 static int fs_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
   file_store *fs = (file_store *)s;
-  char path[PATH_MAX];
+  char name[KEY_NAME_MAX + 1];
   if (!value || !len || timeout_ms < 0)
     return mori__error(MORI_EINVAL, "file store: get '%s': bad argument", key ? key : "");
-  MORI_GUARD(key_path(fs, key, "", path));
+  MORI_GUARD(key_name(key, "", name, sizeof name));
   long long deadline = now_ns() + (long long)timeout_ms * 1000000LL;
   long sleep_ns = POLL_START_NS;
+  /* The watch was set up when the store was opened, so a rename after a
+   * failed attempt is always an event that ends the next wait. */
   for (;;) {
-    int fd = mori_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd >= 0) {
-      int rc = read_whole(fd, key, value, len);
-      mori_close(fd);
-      return rc;
-    }
-    if (errno != ENOENT)
-      return mori__error(MORI_EIO, "file store: get '%s': open(%s): %s", key, path,
-                         strerror(errno));
+    int rc = try_get(fs, "get", key, name, value, len);
+    if (rc <= 0) return rc;
     long long left = deadline - now_ns();
     if (left <= 0)
       return mori__error(MORI_ETIMEDOUT, "file store: key '%s' not set within %d ms (in %s)",
-                         key, timeout_ms, fs->dir);
+                         key, timeout_ms, fs->path);
+    if (fs->watch >= 0) {
+      long long ms = (left + 999999) / 1000000;
+      MORI_GUARD(wait_for_event(fs, ms < WATCH_SLICE_MS ? (int)ms : WATCH_SLICE_MS));
+      continue;
+    }
     struct timespec ts = {0, left < sleep_ns ? (long)left : sleep_ns};
     nanosleep(&ts, NULL);
     if (sleep_ns < POLL_MAX_NS) sleep_ns = sleep_ns * 2 > POLL_MAX_NS ? POLL_MAX_NS : sleep_ns * 2;
   }
 }
+
+/* ---- add ---- */
 
 /* The value of an add key is a decimal integer, as in torch's stores. */
 static int parse_counter(const char *key, const char *text, size_t len, int64_t *out) {
@@ -179,93 +265,95 @@ static int parse_counter(const char *key, const char *text, size_t len, int64_t 
   return 0;
 }
 
-static int read_counter(const char *key, const char *path, int64_t *out) {
-  int fd = mori_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0 && errno == ENOENT) {
-    *out = 0;
-    return 0;
-  }
-  if (fd < 0)
-    return mori__error(MORI_EIO, "file store: add '%s': open(%s): %s", key, path,
-                       strerror(errno));
-  void *buf;
-  size_t len;
-  int rc = read_whole(fd, key, &buf, &len);
-  mori_close(fd);
-  if (rc < 0) return rc;
-  rc = parse_counter(key, buf, len, out);
-  free(buf);
-  return rc;
-}
-
-/* Under the lock: read, add, publish.  Called with the lock held. */
-static int add_locked(file_store *fs, const char *key, const char *path, int64_t delta,
+/* Under the lock: read, add, publish. */
+static int add_locked(file_store *fs, const char *key, const char *name, int64_t delta,
                       int64_t *result) {
   int64_t v = 0;
   char text[32];
-  MORI_GUARD(read_counter(key, path, &v));
+  void *buf = NULL;
+  size_t len = 0;
+  int rc = try_get(fs, "add", key, name, &buf, &len);
+  if (rc < 0) return rc;
+  if (rc == 0) {
+    rc = parse_counter(key, buf, len, &v);
+    free(buf);
+    if (rc < 0) return rc;
+  }
   if (__builtin_add_overflow(v, delta, &v))
     return mori__error(MORI_ERANGE, "file store: add '%s': %lld overflows", key,
                        (long long)delta);
   int n = snprintf(text, sizeof text, "%lld", (long long)v);
-  MORI_GUARD(publish(fs, key, path, text, (size_t)n));
+  MORI_GUARD(publish(fs, key, name, text, (size_t)n));
   if (result) *result = v;
   return 0;
 }
 
 static int fs_add(mori_store *s, const char *key, int64_t delta, int64_t *result) {
   file_store *fs = (file_store *)s;
-  char path[PATH_MAX], lock[PATH_MAX];
-  MORI_GUARD(key_path(fs, key, "", path));
-  MORI_GUARD(key_path(fs, key, ".lock-", lock));
-  int fd = mori_openat(AT_FDCWD, lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return mori__error(MORI_EIO, "file store: add '%s': open(%s): %s", key, lock,
-                       strerror(errno));
-  int rc;
-  while ((rc = mori_flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+  char name[KEY_NAME_MAX + 1], lock[KEY_NAME_MAX + 8];
+  MORI_GUARD(key_name(key, "", name, sizeof name));
+  MORI_GUARD(key_name(key, ".lock-", lock, sizeof lock));
+  int fd, rc = open_entry(fs, "add", key, lock, O_RDWR | O_CREAT, &fd);
+  if (rc == 1) rc = mori__error(MORI_EIO, "file store: add '%s': %s vanished", key, lock);
+  if (rc != 0) return rc;
+  struct stat st;
+  rc = check_entry(fs, fd, "add", key, lock, &st);
+  int locked;
+  while (rc == 0 && (locked = mori_flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
   }
-  if (rc != 0)
-    rc = mori__error(MORI_EIO, "file store: add '%s': flock(%s): %s", key, lock, strerror(errno));
-  else
-    rc = add_locked(fs, key, path, delta, result);
+  if (rc == 0 && locked != 0)
+    rc = mori__error(MORI_EIO, "file store: add '%s': flock(%s/%s): %s", key, fs->path, lock,
+                     strerror(errno));
+  if (rc == 0) rc = add_locked(fs, key, name, delta, result);
   mori_close(fd); /* drops the lock */
   return rc;
 }
 
-static void fs_destroy(mori_store *s) { free(s); }
+/* ---- open / destroy ---- */
 
-/* mkdir -p, each new level 0700. */
-static int make_dirs(const char *dir) {
-  char path[PATH_MAX];
-  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-    return mori__error(MORI_EINVAL, "file store: directory name too long: %s", dir);
-  for (char *p = path + 1;; p++) {
-    if (*p != '/' && *p != '\0') continue;
-    char c = *p;
-    *p = '\0';
-    if (mori_mkdirat(AT_FDCWD, path, 0700) != 0 && errno != EEXIST)
-      return mori__error(MORI_EIO, "file store: mkdir(%s): %s", path, strerror(errno));
-    if (c == '\0') break;
-    *p = c;
+static void fs_destroy(mori_store *s) {
+  file_store *fs = (file_store *)s;
+  if (fs->watch >= 0) mori_close(fs->watch);
+  mori_close(fs->dir);
+  free(fs);
+}
+
+/* inotify on the directory we hold (named through /proc/self/fd, so the
+ * watch is on the verified directory, not on whatever its path names
+ * now).  Without it (no inotify, no /proc, out of watches) gets sleep
+ * between attempts instead: slower, still bounded. */
+static void watch_open(file_store *fs) {
+  char self[64];
+  fs->watch = mori_inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fs->watch < 0) {
+    MORI_LOG(MORI_LOG_INFO, -1, -1, "file store %s: inotify_init1: %s; polling instead", fs->path,
+             strerror(errno));
+    return;
   }
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return mori__error(MORI_EIO, "file store: %s is not a directory", dir);
-  return 0;
+  snprintf(self, sizeof self, "/proc/self/fd/%d", fs->dir);
+  if (mori_inotify_add_watch(fs->watch, self, IN_MOVED_TO) < 0) {
+    MORI_LOG(MORI_LOG_INFO, -1, -1, "file store %s: inotify_add_watch: %s; polling instead",
+             fs->path, strerror(errno));
+    mori_close(fs->watch);
+    fs->watch = -1;
+  }
 }
 
 int mori_file_store_open(const char *dir, mori_store **out) {
   if (!dir || !*dir || !out) return mori__error(MORI_EINVAL, "file store: no directory given");
   *out = NULL;
-  MORI_GUARD(make_dirs(dir));
+  if (strlen(dir) >= PATH_MAX - NAME_MAX - 2)
+    return mori__error(MORI_EINVAL, "file store: directory name too long: %s", dir);
   file_store *fs = mori_calloc(1, sizeof *fs);
   if (!fs) return mori__error(MORI_ENOMEM, "file store: %zu bytes", sizeof *fs);
-  if (snprintf(fs->dir, sizeof fs->dir, "%s", dir) > PATH_MAX - NAME_MAX - 2) {
+  int rc = mori__trusted_dir_open(dir, MORI_TRUST_CREATE, "file store", &fs->dir);
+  if (rc < 0) {
     free(fs);
-    return mori__error(MORI_EINVAL, "file store: directory name too long: %s", dir);
+    return rc;
   }
-  fs->base = (mori_store){fs_set, fs_get, fs_add, fs_destroy};
+  snprintf(fs->path, sizeof fs->path, "%s", dir);
+  watch_open(fs);
+  fs->base = (mori_store){fs_set, fs_get, fs_add, fs_destroy, fs_wait_change, NULL};
   *out = &fs->base;
   return 0;
 }

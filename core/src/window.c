@@ -360,8 +360,9 @@ static int rendezvous_open(mori_block *b, const char *group, int rank, int world
 /* Outside mori__lock: a rendezvous that failed before it had a window
  * still tells its peers, under its sequence number, so that they stop
  * waiting for its request. */
-static void abort_unopened(const char *group, uint64_t seq, int rank, mori_store *store) {
-  mori_window w = {.group = (char *)group, .seq = seq, .rank = rank};
+static void abort_unopened(const char *group, uint64_t seq, int rank, int world,
+                           mori_store *store) {
+  mori_window w = {.group = (char *)group, .seq = seq, .rank = rank, .world = world, .id = -1};
   mori__error_prefix("rank %d group %s (seq %llu): rendezvous failed: ", rank, group,
                      (unsigned long long)seq);
   mori__publish_abort(&w, store);
@@ -478,7 +479,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
   }
   if (rc == 0 && offset) *offset = (size_t)((uintptr_t)ptr - (uintptr_t)b->base);
   pthread_mutex_unlock(&mori__lock);
-  if (rc != 0 && seq != UINT64_MAX) abort_unopened(group, seq, rank, store);
+  if (rc != 0 && seq != UINT64_MAX) abort_unopened(group, seq, rank, world_size, store);
   if (opened != NULL) {
     rc = rendezvous_run(opened, store);
     pthread_mutex_lock(&mori__lock);
@@ -487,6 +488,28 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
   }
   if (teardown != NULL) mori__block_teardown_quietly(teardown);
   if (rc == 0) *out = w;
+  return rc;
+}
+
+/* The rendezvous number this rank would have taken in the group is the
+ * one it aborts, so that its peers' rendezvous fail at once. */
+int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori_store *store,
+                               const char *why) {
+  if (group == NULL || *group == '\0' || store == NULL)
+    return mori__error(MORI_EINVAL, "rendezvous abort: group and store are required");
+  if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
+    return mori__error(MORI_ERANGE, "rendezvous abort: rank %d / world_size %d out of range",
+                       rank, world_size);
+  uint64_t seq = 0;
+  pthread_mutex_lock(&mori__lock);
+  int rc = take_seq(group, &seq);
+  pthread_mutex_unlock(&mori__lock);
+  if (rc == 0)
+    rc = mori__abort_rendezvous(group, seq, rank, world_size, store, why ? why : "gave up",
+                                mori_symm_timeout_ms());
+  if (rc != 0)
+    mori__error_prefix("rank %d group %s (seq %llu): rendezvous abort: ", rank, group,
+                       (unsigned long long)seq);
   return rc;
 }
 

@@ -78,7 +78,7 @@ void harness_request(mori_request *r, int rank, int world, const char *socket_na
   r->signal_pad_offset = r->alloc_size;
   r->device = rank;
   r->pid = (uint32_t)getpid();
-  r->uid = (uint32_t)getuid();
+  r->uid = (uint32_t)geteuid();
   r->handle_type = hipMemHandleTypePosixFileDescriptor;
   r->nonce = harness_random64();
   snprintf(r->socket_name, sizeof r->socket_name, "%s", socket_name);

@@ -192,8 +192,8 @@ static int dir_has_prefix(const char *path, const char *base) {
 }
 
 /* Child: two channels, opened under a umask that would leave the directory
- * unwritable and the sockets unsendable-to, then inspected; the
- * directory's path goes down pipe_w. */
+ * unwritable and the sockets unsendable-to, then inspected; the first
+ * one's directory path goes down pipe_w. */
 static int inspect_private_dir(void *arg) {
   int pipe_w = *(int *)arg;
   mori_channel *a, *b;
@@ -203,9 +203,9 @@ static int inspect_private_dir(void *arg) {
   char dir[PATH_MAX], dir_b[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", mori_channel_name(a));
   snprintf(dir_b, sizeof dir_b, "%s", mori_channel_name(b));
-  int bad = strcmp(dirname(dir), dirname(dir_b)) != 0;          /* one directory per process */
+  int bad = strcmp(dirname(dir), dirname(dir_b)) == 0;          /* one directory per channel */
   bad |= strcmp(mori_channel_name(a), mori_channel_name(b)) == 0; /* distinct sockets */
-  bad |= strncmp(mori_channel_name(a) + strlen(dir), "/w5-", 4) != 0;
+  bad |= strcmp(mori_channel_name(a) + strlen(dir), "/w5") != 0;
   bad |= strlen(mori_channel_name(a)) >= sizeof(((struct sockaddr_un *)0)->sun_path);
   bad |= !dir_has_prefix(dir, socket_dir);
   bad |= stat(dir, &st) != 0 || (st.st_mode & 07777) != 0700 || st.st_uid != geteuid();
@@ -215,12 +215,13 @@ static int inspect_private_dir(void *arg) {
   snprintf(name, sizeof name, "%s", mori_channel_name(a));
   mori_channel_close(a);
   mori_channel_close(b);
-  bad |= access(name, F_OK) == 0; /* close unlinks */
+  bad |= access(name, F_OK) == 0; /* close unlinks the socket */
+  bad |= access(dir, F_OK) == 0;  /* and removes its directory */
   if (write(pipe_w, dir, strlen(dir) + 1) < 0) bad = 1;
   return bad;
 }
 
-static void channel_directory_is_private_and_removed_at_exit(void **state) {
+static void channel_directory_is_private_and_removed_at_close(void **state) {
   int fds[2];
   char dir[PATH_MAX] = "";
   assert_int_equal(pipe(fds), 0);
@@ -233,7 +234,7 @@ static void channel_directory_is_private_and_removed_at_exit(void **state) {
 }
 
 typedef struct env_case {
-  const char *socket_dir, *xdg; /* NULL: unset */
+  const char *socket_dir, *xdg, *tmpdir; /* NULL: unset */
   const char *expect_base;
 } env_case;
 
@@ -243,6 +244,7 @@ static int open_under_env(void *arg) {
   c->socket_dir ? setenv("MORI_SYMM_SOCKET_DIR", c->socket_dir, 1)
                 : unsetenv("MORI_SYMM_SOCKET_DIR");
   c->xdg ? setenv("XDG_RUNTIME_DIR", c->xdg, 1) : unsetenv("XDG_RUNTIME_DIR");
+  c->tmpdir ? setenv("TMPDIR", c->tmpdir, 1) : unsetenv("TMPDIR");
   if (mori_channel_open(1, &ch)) return 1;
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", mori_channel_name(ch));
@@ -251,18 +253,23 @@ static int open_under_env(void *arg) {
   return bad;
 }
 
-static void channel_directory_follows_MORI_SYMM_SOCKET_DIR_then_XDG_RUNTIME_DIR(void **state) {
-  char *xdg = harness_tmpdir("xdg");
+static void channel_directory_follows_MORI_SYMM_SOCKET_DIR_XDG_RUNTIME_DIR_then_TMPDIR(
+    void **state) {
+  char *xdg = harness_tmpdir("xdg"), *tmp = harness_tmpdir("tmpdir");
   const env_case cases[] = {
-      {socket_dir, xdg, socket_dir},
-      {NULL, xdg, xdg},
-      {"", xdg, xdg},
-      {NULL, NULL, "/tmp"},
+      {socket_dir, xdg, tmp, socket_dir},
+      {NULL, xdg, tmp, xdg},
+      {"", xdg, tmp, xdg},
+      {NULL, NULL, tmp, tmp},
+      {NULL, "", "", "/tmp"},
+      {NULL, NULL, NULL, "/tmp"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     assert_int_equal(run_in_child(open_under_env, (void *)&cases[i]), 0);
   assert_int_equal(rmdir(xdg), 0); /* empty again: the child removed its directory */
+  assert_int_equal(rmdir(tmp), 0);
   free(xdg);
+  free(tmp);
 }
 
 static int open_with_long_base(void *arg) {
@@ -303,8 +310,9 @@ int main(void) {
       cmocka_unit_test(exchange_passes_every_fd_between_16_forked_ranks),
       cmocka_unit_test(exchange_completes_when_a_late_rank_s_queue_overflows),
       cmocka_unit_test(exchange_works_under_a_umask_that_denies_the_owner_write),
-      cmocka_unit_test(channel_directory_is_private_and_removed_at_exit),
-      cmocka_unit_test(channel_directory_follows_MORI_SYMM_SOCKET_DIR_then_XDG_RUNTIME_DIR),
+      cmocka_unit_test(channel_directory_is_private_and_removed_at_close),
+      cmocka_unit_test(
+          channel_directory_follows_MORI_SYMM_SOCKET_DIR_XDG_RUNTIME_DIR_then_TMPDIR),
       cmocka_unit_test(channel_open_refuses_a_socket_path_longer_than_sun_path),
       cmocka_unit_test(forked_ranks_leave_no_socket_or_directory_behind),
   };

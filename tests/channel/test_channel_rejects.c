@@ -2,8 +2,10 @@
  * test_channel_rejects.c - what rank 0 of a three-rank world accepts on its
  * fd channel and what it must refuse.  All three channels live in this
  * process; datagrams are crafted by hand and queued before the exchange
- * starts, so each case is deterministic.  After every refusal the exchange
- * fails, names the defect, and leaves no received fd open (labels: sim).
+ * starts, so each case is deterministic.  The datagrams come from this
+ * process, a member's: after every refusal the exchange fails, names the
+ * defect, and leaves no received fd open.  A process that is no member is
+ * dropped instead (labels: sim).
  */
 #include "harness.h"
 #include "mori/channel.h"
@@ -232,7 +234,10 @@ static void exchange_refuses(void **state) {
 
 /* ---- a process outside the world, a silent peer, a vanished peer ---- */
 
-static void exchange_rejects_a_datagram_from_a_process_outside_the_world(void **state) {
+/* A process outside the world is no member: its datagram is dropped (its
+ * fd closed) and counted, and the exchange waits on for the real rank 1,
+ * naming the drop when it times out. */
+static void exchange_drops_a_datagram_from_a_process_outside_the_world(void **state) {
   fixture *f = *state;
   send_valid(f, 2); /* a genuine peer's fd, taken first, must be closed too */
   fflush(NULL);
@@ -249,10 +254,12 @@ static void exchange_rejects_a_datagram_from_a_process_outside_the_world(void **
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   int before = harness_count_fds();
-  assert_failed_cleanly(f, victim_exchange(f, TIMEOUT_MS), MORI_EAUTH, before);
+  assert_failed_cleanly(f, victim_exchange(f, 100), MORI_ETIMEDOUT, before);
+  assert_int_equal(mori_channel_dropped(f->ch[VICTIM]), 1);
   char who[64];
   snprintf(who, sizeof who, "pid %ld (no rank of this world)", (long)pid);
-  if (!strstr(mori_last_error(), who)) fail_msg("does not name %s: %s", who, mori_last_error());
+  if (!strstr(mori_last_error(), who) || !strstr(mori_last_error(), "dropped 1"))
+    fail_msg("does not report the drop from %s: %s", who, mori_last_error());
 }
 
 static void exchange_times_out_naming_the_rank_never_heard_from(void **state) {
@@ -289,7 +296,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(exchange_refuses_requests_naming_another_socket_as_its_own,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
-          exchange_rejects_a_datagram_from_a_process_outside_the_world, setup, teardown),
+          exchange_drops_a_datagram_from_a_process_outside_the_world, setup, teardown),
       cmocka_unit_test_setup_teardown(exchange_times_out_naming_the_rank_never_heard_from,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(exchange_fails_naming_a_peer_whose_socket_is_gone, setup,

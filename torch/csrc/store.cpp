@@ -60,8 +60,8 @@ bool is_file_store(c10::intrusive_ptr<c10d::Store> store) {
   return false;
 }
 
-// "mori_symm/<group>/<seq>/<what>/<rank>" -> what; the core's phases are
-// marked by its "req" and "mapped" entries.
+// "mori_symm/<group>/<incarnation>/<seq>/<what>/<rank>" -> what; the core's
+// phases are marked by its "req" and "mapped" entries.
 enum class Mark { other, req, mapped };
 
 Mark mark_of(const char* key) {
@@ -152,6 +152,9 @@ int store_get(mori_store* s, const char* key, void** value, size_t* len, int tim
       return mori__error(MORI_ETIMEDOUT, "c10d::Store: %s not set within %d ms", key,
                          timeout_ms);
     std::vector<uint8_t> v = of(s)->store->get(key);
+    if (v.size() > MORI_STORE_VALUE_MAX)  // no rendezvous entry is larger (store.h)
+      return mori__error(MORI_EPROTO, "c10d::Store::get(%s): %zu bytes, more than any entry (%d)",
+                         key, v.size(), MORI_STORE_VALUE_MAX);
     void* copy = std::malloc(v.empty() ? 1 : v.size());
     if (copy == nullptr) return mori__error(MORI_ENOMEM, "c10d::Store::get(%s): no memory", key);
     if (!v.empty()) std::memcpy(copy, v.data(), v.size());

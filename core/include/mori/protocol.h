@@ -22,7 +22,8 @@ typedef struct mori_world_info {
 } mori_world_info;
 
 /* Checks reqs[0..world) gathered by rank self: each reqs[i].rank == i and
- * world_size == world; equal alloc/buffer/pad sizes; one handle type;
+ * world_size == world; every uid equal to self's (MORI_EAUTH: peers must
+ * be the same user); equal alloc/buffer/pad sizes; one handle type;
  * distinct devices among ranks of one host, unless
  * mori_symm_allow_overlapping_devices(); every peer within direct access of
  * self (on self's host, or through fabric handles: a group spanning hosts

@@ -13,6 +13,12 @@
 extern "C" {
 #endif
 
+/* No valid rendezvous entry is longer (a request is at most
+ * MORI_WIRE_REQUEST_MAX bytes, an abort message under 1 KiB): a store
+ * refuses to set or return a larger value, so that a planted huge entry
+ * costs neither memory nor time. */
+#define MORI_STORE_VALUE_MAX 4096
+
 typedef struct mori_store mori_store;
 struct mori_store {
   /* Publishes key = value (overwrites). */
@@ -23,11 +29,27 @@ struct mori_store {
   /* Atomically adds delta to the integer stored at key (absent = 0). */
   int (*add)(mori_store *s, const char *key, int64_t delta, int64_t *result);
   void (*destroy)(mori_store *s);
+  /* Optional (NULL where the store cannot tell): returns once something
+   * may have changed in the store, or after timeout_ms, so that one waiter
+   * can watch many keys without polling each.  0 or a negative MORI_E*. */
+  int (*wait_change)(mori_store *s, int timeout_ms);
+  /* Optional: an id that no earlier run using this store can have had,
+   * the same in every rank of this run, handed to each rank by whoever
+   * launched the job (mori_launch draws one per launch).  Rendezvous keys
+   * are namespaced by it.  NULL: the ranks agree on one in-band, one round
+   * trip through rank 0 at a group's first rendezvous (docs/security.md). */
+  const char *incarnation;
 };
 
 /* A store in a directory shared by the processes of one job: set writes a
- * temp file and renames it into place; add takes an flock.  dir is created
- * (0700) if missing. */
+ * temp file and renames it into place; add takes an flock.  dir must be an
+ * absolute path that no other user can change (docs/security.md): it and
+ * every directory above it owned by this euid or root, none writable by
+ * group or others unless root-owned and sticky (like /tmp), none a
+ * symlink; dir itself must be ours.  Missing levels are created 0700.
+ * Every later access is relative to the directory opened here, and
+ * entries are read only if they are regular files of at most
+ * MORI_STORE_VALUE_MAX bytes. */
 int mori_file_store_open(const char *dir, mori_store **out);
 
 #ifdef __cplusplus

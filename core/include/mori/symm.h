@@ -83,6 +83,13 @@ int mori_window_release(mori_window *w);
  * A repeated call for the same (block, group) is a table lookup. */
 int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                          mori_store *store, mori_window **out, size_t *offset);
+/* For a rank that will not make the group's next rendezvous (its
+ * allocation failed, say): takes that rendezvous's place in the group's
+ * sequence and tells the group why, so that its peers' rendezvous fail now
+ * rather than at their timeout.  Waits only as long as the group's
+ * incarnation needs (docs/security.md), at most the rendezvous timeout. */
+int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori_store *store,
+                               const char *why);
 
 int mori_window_rank(const mori_window *w);
 int mori_window_world_size(const mori_window *w);

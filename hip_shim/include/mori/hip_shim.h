@@ -280,6 +280,8 @@ hipError_t mori_hipRuntimeGetVersion(int *version);
     (olddirfd, oldpath, newdirfd, newpath))                                            \
   X(int, unlinkat, (int dirfd, const char *path, int flags), (dirfd, path, flags))     \
   X(int, mkdirat, (int dirfd, const char *path, mode_t mode), (dirfd, path, mode))     \
+  X(int, fchmodat, (int dirfd, const char *path, mode_t mode, int flags),               \
+    (dirfd, path, mode, flags))                                                        \
   X(ssize_t, getdents64, (int fd, void *buf, size_t count), (fd, buf, count))          \
   X(int, inotify_init1, (int flags), (flags))                                          \
   X(int, inotify_add_watch, (int fd, const char *path, uint32_t mask), (fd, path, mask)) \
