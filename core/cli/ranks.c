@@ -32,8 +32,16 @@ int cli_ranks_prepare(const cli_command *cmd, cli_ranks *r) {
   r->shim = cli_default_shim(r->shim);
   mori_rank_result probe;
   if (mori_launch(1, count_devices, (void *)r->shim, 60000, &probe) != 0) {
-    fprintf(stderr, "%s FAILED: shim %s: %s\n", cmd->name, r->shim,
-            probe.hung ? "hung while counting devices" : probe.msg);
+    char why[sizeof probe.msg + 64];
+    snprintf(why, sizeof why, "%s", probe.msg); /* the shim's own reason */
+    if (probe.hung)
+      snprintf(why, sizeof why, "the child counting devices hung (killed after 60000 ms)");
+    else if (probe.signal)
+      snprintf(why, sizeof why, "the child counting devices died of signal %d", probe.signal);
+    else if (probe.msg[0] == '\0' || atoi(probe.msg) > 0) /* counted, then failed */
+      snprintf(why, sizeof why, "the child counting devices exited with status %d (its stderr "
+               "says why)", probe.exit_code);
+    fprintf(stderr, "%s FAILED: shim %s: %s\n", cmd->name, r->shim, why);
     return 1;
   }
   r->devices = atoi(probe.msg);

@@ -92,6 +92,9 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
   return failed;
 }
 
+/* In a rank: its launcher's results array (see the fork below). */
+static mori_rank_result *volatile child_results; /* volatile: the store must happen */
+
 int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
                    mori_rank_result *results) {
   char sockets[4096], incarnation[33];
@@ -118,11 +121,14 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
       close(p[0]);
       for (int k = 0; k < r; k++) if (pfd[k].fd >= 0) close(pfd[k].fd);
       /* The launcher's tables are the parent's: a rank that exits holding
-       * them would leak them (valgrind's children count). */
+       * them would leak them (valgrind's children count).  run_child never
+       * returns, so the caller's pointer to results dies at the call too:
+       * it is kept reachable here. */
       free(pids);
       free(pfd);
       free(got);
       free(hung_pipe);
+      child_results = results;
       run_child(r, world, fn, arg, dir, incarnation, p[1]);
     }
     close(p[1]);
