@@ -16,8 +16,8 @@ static const cli_tool tool = {
     .summary = "fault injection for mori-symm: fail every shim call of a scenario in turn",
     .commands = commands,
     .details = "environment:\n"
-               "  MORI_FI_PRELOAD=PATH   the fault shim (default ../lib/libmori_faultinject.so "
-               "beside this tool)\n"
+               "  MORI_FI_PRELOAD=PATH   the fault shim (default: libmori_faultinject.so beside "
+               "libmori_core.so)\n"
                "  MORI_FI=SCHEDULE, MORI_FI_RECORD=PATH   read by the fault shim itself "
                "(docs/fault-injection.md)\n",
 };
