@@ -31,7 +31,8 @@ typedef struct mori_rank_result {
 } mori_rank_result;
 
 /* Forks world ranks running fn, each with its own file store handle on one
- * fresh temporary directory; waits up to deadline_ms for all.  results has
+ * fresh temporary directory ($TMPDIR, else /dev/shm, else /tmp) carrying
+ * this launch's incarnation; waits up to deadline_ms for all.  results has
  * world entries.  Returns the number of ranks that did not succeed. */
 int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                 mori_rank_result *results);
