@@ -193,6 +193,19 @@ static void two_groups_rendezvous_on_two_threads(void **s) {
   run_world(2, two_groups_rank);
 }
 
+/* The same over a store without the launcher's id: each group's first
+ * rendezvous agrees its incarnation through rank 0 (docs/security.md),
+ * both groups at once. */
+static int two_groups_in_band_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  ctx->store->incarnation = NULL;
+  return two_groups_rank(ctx, msg, msglen);
+}
+
+static void two_groups_agree_their_incarnations_on_two_threads(void **s) {
+  (void)s;
+  run_world(2, two_groups_in_band_rank);
+}
+
 /* ---- free from another thread during the block's rendezvous ----
  * Rank 1 comes late, so rank 0's rendezvous is still gathering when its
  * other thread frees the block: the free is deferred (returns 0 at once),
@@ -430,6 +443,7 @@ int main(void) {
       cmocka_unit_test(shim_and_config_globals_read_and_set_concurrently),
       cmocka_unit_test(alloc_and_free_on_threads_while_another_rendezvouses),
       cmocka_unit_test(two_groups_rendezvous_on_two_threads),
+      cmocka_unit_test(two_groups_agree_their_incarnations_on_two_threads),
       cmocka_unit_test(one_block_and_group_from_two_threads_is_one_rendezvous),
       cmocka_unit_test(free_of_a_block_during_its_rendezvous_is_deferred),
       cmocka_unit_test(signals_on_one_thread_while_another_frees),
