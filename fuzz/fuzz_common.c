@@ -104,9 +104,9 @@ static void check_request_fields(const mori_request *r) {
                   "request: accepted no pad at offset %llu of %llu",
                   (unsigned long long)r->signal_pad_offset, (unsigned long long)r->alloc_size);
   MORI_FUZZ_CHECK(r->signal_pad_size <=
-                      (r->alloc_size - r->signal_pad_offset) / (1 + MORI_WIRE_SIGNAL_SLOTS),
-                  "request: accepted pad %llu with %d slots in %llu bytes after the offset",
-                  (unsigned long long)r->signal_pad_size, MORI_WIRE_SIGNAL_SLOTS,
+                      (r->alloc_size - r->signal_pad_offset) / MORI_WIRE_SIGNAL_AREAS,
+                  "request: accepted pad %llu with %d pad areas in %llu bytes after the offset",
+                  (unsigned long long)r->signal_pad_size, MORI_WIRE_SIGNAL_AREAS,
                   (unsigned long long)(r->alloc_size - r->signal_pad_offset));
   MORI_FUZZ_CHECK((r->signal_slots_used >> MORI_WIRE_SIGNAL_SLOTS) == 0,
                   "request: accepted signal slot bitmap 0x%x", r->signal_slots_used);

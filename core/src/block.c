@@ -137,24 +137,42 @@ static void table_remove(mori_block *b) {
 
 /* ---- alloc ---- */
 
-static int zero_block(mori_block *b) {
+/* Never written: the source of the copies that zero fabric memory.  It
+ * outlives every copy, however asynchronous the runtime makes them. */
+static unsigned char zeros[1 << 20];
+
+int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream) {
   if (b->handle_type != hipMemHandleTypeFabric) {
-    MORI_HIP("hipMemset", mori_hipMemset(b->base, 0, b->alloc_size));
+    MORI_HIP("hipMemsetAsync", mori_hipMemsetAsync(p, 0, n, stream));
     return 0;
   }
   /* hipMemset fails on fabric-handle memory on some ROCm releases
    * (docs/quirks.md, memset-fabric): zero those with copies instead. */
-  static const size_t chunk = 1 << 20;
-  void *zeros = mori_calloc(1, chunk);
-  if (zeros == NULL) return mori__error(MORI_ENOMEM, "alloc: zero buffer");
-  int rc = 0;
-  for (size_t off = 0; off < b->alloc_size && rc == 0; off += chunk) {
-    size_t n = b->alloc_size - off < chunk ? b->alloc_size - off : chunk;
-    hipError_t e = mori_hipMemcpy((char *)b->base + off, zeros, n, hipMemcpyHostToDevice);
-    if (e != hipSuccess) rc = mori__hip_error("hipMemcpy", e);
+  for (size_t off = 0; off < n; off += sizeof zeros) {
+    size_t len = n - off < sizeof zeros ? n - off : sizeof zeros;
+    MORI_HIP("hipMemcpyAsync", mori_hipMemcpyAsync((char *)p + off, zeros, len,
+                                                   hipMemcpyHostToDevice, stream));
   }
-  free(zeros);
-  return rc;
+  return 0;
+}
+
+/* Zeroes the block without synchronous device-wide work: the signal pads
+ * on the device's private stream, waited for (peers signal into them from
+ * the first rendezvous on); the buffer on `stream` in stream order (torch's
+ * current stream: later work on it sees zeros), or with the pads when the
+ * caller wants the memory zero on return (stream_order 0). */
+static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
+  hipStream_t svc = NULL;
+  size_t pads = b->alloc_size - b->signal_pad_offset;
+  MORI_GUARD(mori__service_stream(b->device, &svc));
+  if (stream_order) {
+    MORI_GUARD(mori__block_zero(b, b->base, b->signal_pad_offset, stream));
+    if (pads > 0) MORI_GUARD(mori__block_zero(b, (char *)b->base + b->signal_pad_offset, pads, svc));
+  } else {
+    MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, svc));
+  }
+  MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
+  return 0;
 }
 
 /* ---- the block machine's steps, one per forward row of fsm.c ---- */
@@ -162,6 +180,8 @@ static int zero_block(mori_block *b) {
 struct alloc_ctx {
   mori_block *b;
   hipMemAllocationProp prop;
+  hipStream_t stream; /* where the buffer is zeroed, with stream_order */
+  int stream_order;
 };
 
 static int step_create(void *p) {
@@ -193,7 +213,10 @@ static int step_grant(void *p) {
   return 0;
 }
 
-static int step_zero(void *p) { return zero_block(((struct alloc_ctx *)p)->b); }
+static int step_zero(void *p) {
+  struct alloc_ctx *c = p;
+  return zero_block(c->b, c->stream, c->stream_order);
+}
 
 /* The shareable handle every rendezvous on this block will send. */
 static int step_export(void *p) {
@@ -223,7 +246,8 @@ static void register_exit_hook(void) { atexit(release_all_at_exit); }
 
 /* Outside mori__lock (zeroing waits on the GPU): the block is nobody
  * else's until it enters the table. */
-static int alloc_block(mori_block *b, size_t size, int device) {
+static int alloc_block(mori_block *b, size_t size, int device, hipStream_t stream,
+                       int stream_order) {
   b->device = device;
   b->exported_fd = -1;
   b->buffer_size = size;
@@ -242,15 +266,15 @@ static int alloc_block(mori_block *b, size_t size, int device) {
                                                hipMemAllocationGranularityRecommended));
   if (gran == 0) return mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
   b->granularity = gran;
-  /* The torch pad, then one private slot of the same size per window. */
+  /* The torch pad, then the private slots' areas of the same size. */
   b->alloc_size = mori__round_up(
-      b->signal_pad_offset + (1 + MORI_WIRE_SIGNAL_SLOTS) * b->signal_pad_size, gran);
+      b->signal_pad_offset + MORI_WIRE_SIGNAL_AREAS * b->signal_pad_size, gran);
   if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
-  struct alloc_ctx c = {b, prop};
+  struct alloc_ctx c = {b, prop, stream, stream_order};
   return mori__drive(&b->fsm, block_steps, &c, NULL);
 }
 
-int mori_symm_alloc(size_t size, int device, void **ptr) {
+static int alloc(size_t size, int device, hipStream_t stream, int stream_order, void **ptr) {
   static pthread_once_t exit_hook = PTHREAD_ONCE_INIT;
   if (ptr == NULL || size == 0)
     return mori__error(MORI_EINVAL, "alloc: size must be > 0 and ptr non-null");
@@ -259,7 +283,7 @@ int mori_symm_alloc(size_t size, int device, void **ptr) {
   pthread_once(&exit_hook, register_exit_hook);
   mori_block *b = mori_calloc(1, sizeof *b);
   if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
-  int rc = alloc_block(b, size, device);
+  int rc = alloc_block(b, size, device, stream, stream_order);
   if (rc == 0) {
     MORI_LOG_DEVICE(MORI_LOG_INFO, device, "alloc %zu bytes: base %p, %zu physical, %s", size,
                     b->base, b->alloc_size,
@@ -280,6 +304,14 @@ int mori_symm_alloc(size_t size, int device, void **ptr) {
     return rc;
   }
   return 0;
+}
+
+int mori_symm_alloc(size_t size, int device, void **ptr) {
+  return alloc(size, device, NULL, 0, ptr);
+}
+
+int mori_symm_alloc_on_stream(size_t size, int device, void *stream, void **ptr) {
+  return alloc(size, device, (hipStream_t)stream, 1, ptr);
 }
 
 /* ---- free ---- */
@@ -328,7 +360,9 @@ int mori_symm_release_all(void) {
     mori__block_defer(b);
   }
   pthread_mutex_unlock(&mori__lock);
-  return mori__teardown_deferred();
+  int rc = mori__teardown_deferred();
+  mori__signal_release_all();
+  return rc;
 }
 
 long mori__blocks_live(void) { return (long)nblocks; }

@@ -104,6 +104,7 @@ typedef struct mori_block {
   mori_fsm fsm;
   struct mori_window *windows; /* list of windows on this block */
   uint32_t signal_slots_used;   /* bit s: private signal slot s taken by a window */
+  uint32_t signal_slots_dirty;  /* bit s: slot s was used and must be zeroed before reuse */
   /* Freed by its owner but still held by a window reference or a call in
    * progress: out of the table, on the deferred list until the last lets go. */
   int freed;
@@ -161,6 +162,7 @@ struct mori_window {
   void *buffer_ptrs_dev, *pad_ptrs_dev;
   int max_channels;
   int signal_slot;          /* this window's private signal slot on the block */
+  struct mori__signals *signals; /* signal.c's state: barrier counts, failure */
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);
@@ -204,6 +206,21 @@ int mori__teardown_deferred(void);
 extern struct mori__counters {
   long windows, cache_hits, rendezvous, deferred;
 } mori__counters;
+
+/* ---- signals (signal.c, watchdog.c) ---- */
+
+/* Before a window's first use (rendezvous, ahead of the "mapped" store
+ * barrier): zeroes its signal slot if an earlier window used it. */
+int mori__signal_prepare(mori_window *w);
+/* A window's signal state goes; its slot is marked for zeroing. */
+void mori__signal_strip(mori_window *w);
+/* Enqueues the zeroing of [p, p + n) of block b on stream (a fill, or
+ * copies where fills fail on the block's memory: quirk memset-fabric). */
+int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream);
+/* The device's private non-blocking stream (zeroing, watchdog releases). */
+int mori__service_stream(int device, hipStream_t *out);
+/* Releases the private streams and events (release_all). */
+void mori__signal_release_all(void);
 
 /* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
 

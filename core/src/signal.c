@@ -1,14 +1,225 @@
 /*
- * signal.c - stream-ordered signals between the ranks of a window: put,
- * wait and barrier over the window's private slot of the block's signal
- * area (torch's own pad stays zero for torch's kernels).
+ * signal.c - stream-ordered signals between the ranks of a window: barrier,
+ * put_signal and wait_signal as stream memory operations over the window's
+ * private slot of the block's signal area (torch's own pad stays zero for
+ * torch's kernels).  Every wait is on this rank's own memory; a peer is
+ * only ever written to, never polled.
+ *
+ * A slot is MORI_WIRE_SIGNAL_REGIONS areas of the pad's size; cell
+ * (channel, rank) of an area sits at channel * world + rank, torch's
+ * layout, so channels are bounded as torch bounds them.
+ *
+ *   BARRIER  cell (c, src) on dst: the phase of src's latest barrier on c.
+ *            Barrier n writes phase(n) = 1 << (n % 3) to every peer and
+ *            waits until its own cells hold phase(n) or phase(n + 1)
+ *            (hipStreamWaitValueAnd).  A peer cannot run more than one
+ *            barrier ahead (it needs this rank's barrier n to pass n), so a
+ *            cell holds phase n-1, n or n+1, three distinct bits: no value
+ *            grows, nothing wraps (HIP's Gte compares unsigned, CUDA's GEQ
+ *            cyclically: a counter would break on one of them), and a cell
+ *            is never reset, so no write of a faster peer can be lost.
+ *   SIGNAL   cell (c, src) on dst: 1 while a signal of src is unconsumed.
+ *   ACK      cell (c, dst) on src: 1 while src's signal to dst is unconsumed.
+ *            put(dst): wait own ACK == 0, set own ACK = 1, set dst's
+ *            SIGNAL = 1.  wait(src): wait own SIGNAL == 1, set it 0, set
+ *            src's ACK = 0.  torch's semantics (a put waits until the
+ *            previous signal was consumed) with the wait on the sender's own
+ *            cell instead of a poll of the receiver's.  Every cell is back
+ *            at 0 after a put and its wait, so a captured graph can replay
+ *            it any number of times.
+ *
+ * The eager barrier's phases come from a host counter, which a captured
+ * graph would bake in and replay; inside a capture a barrier is therefore
+ * put + wait to every peer on the SIGNAL/ACK cells (torch's own barrier
+ * shape), which returns every cell to 0.
  */
-#include "internal.h"
+#include "watchdog.h"
 
-static uint32_t *private_cell(const mori_window *w, int owner, int channel, int peer) {
-  char *pad = (char *)w->pad_ptrs[owner] +
-              (size_t)(1 + w->signal_slot) * w->block->signal_pad_size;
-  return (uint32_t *)pad + (size_t)channel * (size_t)w->world + (size_t)peer;
+#include <stdlib.h>
+#include <string.h>
+
+enum region { REGION_BARRIER, REGION_SIGNAL, REGION_ACK };
+_Static_assert(REGION_ACK + 1 == MORI_WIRE_SIGNAL_REGIONS, "one region per cell kind");
+
+static uint32_t *cell(const mori_window *w, int owner, enum region r, int channel, int index) {
+  char *area = (char *)w->pad_ptrs[owner] +
+               (size_t)(1 + w->signal_slot * MORI_WIRE_SIGNAL_REGIONS + r) *
+                   w->block->signal_pad_size;
+  return (uint32_t *)area + (size_t)channel * (size_t)w->world + (size_t)index;
+}
+
+static uint32_t phase(uint64_t n) { return 1u << (n % 3); }
+
+/* ---- counts (mori_symm_signal_stats) ---- */
+
+static struct {
+  long remote_writes, local_writes, local_waits, remote_waits, captured;
+} counts;
+
+static void count(long *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
+
+void mori_symm_signal_stats_get(mori_symm_signal_stats *out) {
+  out->remote_writes = __atomic_load_n(&counts.remote_writes, __ATOMIC_RELAXED);
+  out->local_writes = __atomic_load_n(&counts.local_writes, __ATOMIC_RELAXED);
+  out->local_waits = __atomic_load_n(&counts.local_waits, __ATOMIC_RELAXED);
+  out->remote_waits = __atomic_load_n(&counts.remote_waits, __ATOMIC_RELAXED);
+  out->captured = __atomic_load_n(&counts.captured, __ATOMIC_RELAXED);
+  mori__watch_counts(&out->watched, &out->expired);
+}
+
+/* ---- the barrier's shape: MORI_SYMM_BARRIER ---- */
+
+/* flat: one round, every peer written then every peer waited for (2(N-1)
+ * memops per rank).  dissemination: ceil(log2 N) rounds, in round k the
+ * rank writes to rank + 2^k and waits for rank - 2^k (2 ceil(log2 N)
+ * memops, ceil(log2 N) latencies).  Every rank must use the same shape. */
+enum shape { SHAPE_FLAT, SHAPE_DISSEMINATION, SHAPE_INVALID };
+static const char *const shape_names[] = {"flat", "dissemination"};
+
+static enum shape barrier_shape(void) {
+  const char *v = getenv("MORI_SYMM_BARRIER");
+  if (v == NULL || *v == '\0') return SHAPE_FLAT;
+  for (int s = 0; s < SHAPE_INVALID; s++)
+    if (strcmp(v, shape_names[s]) == 0) return (enum shape)s;
+  return SHAPE_INVALID;
+}
+
+/* ---- a call's operations ---- */
+
+enum { OP_WRITE, OP_WAIT };
+
+struct op {
+  int kind;
+  uint32_t *cell;
+  uint32_t value;   /* write: the value; wait: compared per flags */
+  uint32_t release; /* wait: what the watchdog writes to end it */
+  unsigned flags;
+  int owner, peer; /* owner of the cell; the rank a wait waits for */
+  const char *what;
+};
+
+struct plan {
+  struct op *ops;
+  int n, cap;
+};
+
+static int plan_add(struct plan *p, struct op op) {
+  if (p->n == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 16;
+    struct op *grown = mori_realloc(p->ops, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return mori__error(MORI_ENOMEM, "signals: out of host memory");
+    p->ops = grown;
+    p->cap = cap;
+  }
+  p->ops[p->n++] = op;
+  return 0;
+}
+
+static int add_write(struct plan *p, const mori_window *w, int owner, enum region r, int channel,
+                     int index, uint32_t value) {
+  return plan_add(p, (struct op){OP_WRITE, cell(w, owner, r, channel, index), value, 0, 0,
+                                 owner, -1, NULL});
+}
+
+static int add_wait(struct plan *p, const mori_window *w, enum region r, int channel, int peer,
+                    unsigned flags, uint32_t value, uint32_t release, const char *what) {
+  return plan_add(p, (struct op){OP_WAIT, cell(w, w->rank, r, channel, peer), value, release,
+                                 flags, w->rank, peer, what});
+}
+
+static const char never_signalled[] = "never signalled";
+static const char never_consumed[] = "never consumed the previous signal";
+
+static int plan_put(struct plan *p, const mori_window *w, int dst, int channel) {
+  MORI_GUARD(add_wait(p, w, REGION_ACK, channel, dst, hipStreamWaitValueEq, 0, 0, never_consumed));
+  MORI_GUARD(add_write(p, w, w->rank, REGION_ACK, channel, dst, 1));
+  return add_write(p, w, dst, REGION_SIGNAL, channel, w->rank, 1);
+}
+
+static int plan_wait(struct plan *p, const mori_window *w, int src, int channel) {
+  MORI_GUARD(add_wait(p, w, REGION_SIGNAL, channel, src, hipStreamWaitValueEq, 1, 1,
+                      never_signalled));
+  MORI_GUARD(add_write(p, w, w->rank, REGION_SIGNAL, channel, src, 0));
+  return add_write(p, w, src, REGION_ACK, channel, w->rank, 0);
+}
+
+/* In a capture: put to every peer, then wait for every peer. */
+static int plan_captured_barrier(struct plan *p, const mori_window *w, int channel) {
+  for (int i = 1; i < w->world; i++) MORI_GUARD(plan_put(p, w, (w->rank + i) % w->world, channel));
+  for (int i = 1; i < w->world; i++)
+    MORI_GUARD(plan_wait(p, w, (w->rank + w->world - i) % w->world, channel));
+  return 0;
+}
+
+static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape shape) {
+  uint64_t n = __atomic_add_fetch(&w->signals->barriers[channel], 1, __ATOMIC_RELAXED);
+  uint32_t mine = phase(n), accept = phase(n) | phase(n + 1);
+  int world = w->world, rank = w->rank;
+  if (shape == SHAPE_FLAT) {
+    for (int i = 1; i < world; i++)
+      MORI_GUARD(add_write(p, w, (rank + i) % world, REGION_BARRIER, channel, rank, mine));
+    for (int i = 1; i < world; i++)
+      MORI_GUARD(add_wait(p, w, REGION_BARRIER, channel, (rank + world - i) % world,
+                          hipStreamWaitValueAnd, accept, mine, never_signalled));
+    return 0;
+  }
+  for (int d = 1; d < world; d *= 2) {
+    MORI_GUARD(add_write(p, w, (rank + d) % world, REGION_BARRIER, channel, rank, mine));
+    MORI_GUARD(add_wait(p, w, REGION_BARRIER, channel, (rank + world - d) % world,
+                        hipStreamWaitValueAnd, accept, mine, never_signalled));
+  }
+  return 0;
+}
+
+/* ---- running a plan ---- */
+
+static int enqueue(const mori_window *w, hipStream_t stream, const char *opname, int channel,
+                   const struct op *op) {
+  hipError_t e;
+  if (op->kind == OP_WRITE) {
+    e = mori_hipStreamWriteValue32(stream, op->cell, op->value, 0);
+    if (e != hipSuccess) return mori__hip_error("hipStreamWriteValue32", e);
+    count(op->owner == w->rank ? &counts.local_writes : &counts.remote_writes);
+    return 0;
+  }
+  e = mori_hipStreamWaitValue32(stream, op->cell, op->value, op->flags, 0xffffffffu);
+  /* The sim in sync mode waits here, bounded by MORI_SIM_WAIT_TIMEOUT_MS. */
+  if (e == hipErrorLaunchTimeOut)
+    return mori__error(MORI_ETIMEDOUT, "%s: rank %d %s on channel %d (%s)", opname, op->peer,
+                       op->what, channel, mori_shim_message());
+  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
+  count(&counts.local_waits);
+  return 0;
+}
+
+/* Enqueues the plan; with a timeout (and outside a capture) under the
+ * watchdog. */
+static int run(mori_window *w, hipStream_t stream, const char *opname, int channel,
+               const struct plan *p, int timeout_ms, int captured) {
+  struct mori__watch *watch = NULL;
+  int rc = 0;
+  if (timeout_ms > 0 && !captured) {
+    struct mori__watch_cell *cells = mori_malloc((size_t)p->n * sizeof *cells);
+    int n = 0;
+    if (cells == NULL) return mori__error(MORI_ENOMEM, "%s: out of host memory", opname);
+    for (int i = 0; i < p->n; i++)
+      if (p->ops[i].kind == OP_WAIT)
+        cells[n++] = (struct mori__watch_cell){p->ops[i].cell, p->ops[i].value, p->ops[i].release,
+                                               p->ops[i].flags, p->ops[i].peer, p->ops[i].what};
+    rc = mori__watch_begin(w, stream, opname, channel, timeout_ms, cells, n, &watch);
+    free(cells);
+    if (rc != 0) return rc;
+  }
+  for (int i = 0; i < p->n && rc == 0; i++) rc = enqueue(w, stream, opname, channel, &p->ops[i]);
+  if (watch != NULL) {
+    int end = mori__watch_end(watch, stream);
+    if (rc == 0) rc = end;
+  }
+  if (captured) count(&counts.captured);
+  /* Where the waits ran in this call (the sim's sync mode), an expiry is
+   * known now. */
+  if (rc == 0) rc = mori__watch_failed(w, opname);
+  return rc;
 }
 
 static int check_signal(const mori_window *w, const char *op, int peer, int channel) {
@@ -19,74 +230,95 @@ static int check_signal(const mori_window *w, const char *op, int peer, int chan
   if (channel < 0 || channel >= w->max_channels)
     return mori__error(MORI_ERANGE, "%s: channel %d out of range [0, %d)", op, channel,
                        w->max_channels);
+  return mori__watch_failed(w, op);
+}
+
+static int capturing(hipStream_t stream, int *captured) {
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  MORI_HIP("hipStreamIsCapturing", mori_hipStreamIsCapturing(stream, &st));
+  if (st == hipStreamCaptureStatusInvalidated)
+    return mori__error(MORI_EHIP, "the stream's capture was invalidated by an earlier error");
+  *captured = st == hipStreamCaptureStatusActive;
   return 0;
 }
 
-/* A cell is a one-slot mailbox, as in torch's own pads: put waits until the
- * receiver has emptied it (0) and sets it (1); wait waits for 1 and empties
- * it.  Cells return to 0 after every use, so groups sharing a block can use
- * the same channel one after another (not at the same time, as in torch). */
-static int put(mori_window *w, int dst, int channel, void *stream) {
-  uint32_t *cell = private_cell(w, dst, channel, w->rank);
-  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream, cell, 0, hipStreamWaitValueEq,
-                                           0xffffffffu);
-  if (e == hipErrorLaunchTimeOut)
-    return mori__error(MORI_ETIMEDOUT,
-                       "put_signal: rank %d never consumed the previous signal on channel %d (%s)",
-                       dst, channel, mori_shim_message());
-  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
-  MORI_HIP("hipStreamWriteValue32", mori_hipStreamWriteValue32((hipStream_t)stream, cell, 1, 0));
-  return 0;
-}
+enum call { CALL_PUT, CALL_WAIT, CALL_BARRIER };
+static const char *const call_names[] = {"put_signal", "wait_signal", "barrier"};
 
-static int wait_cell(mori_window *w, int src, int channel, void *stream) {
-  uint32_t *cell = private_cell(w, w->rank, channel, src);
-  hipError_t e = mori_hipStreamWaitValue32((hipStream_t)stream, cell, 1, hipStreamWaitValueEq,
-                                           0xffffffffu);
-  if (e == hipErrorLaunchTimeOut)
-    return mori__error(MORI_ETIMEDOUT, "wait_signal: rank %d never signalled channel %d (%s)",
-                       src, channel, mori_shim_message());
-  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
-  MORI_HIP("hipStreamWriteValue32", mori_hipStreamWriteValue32((hipStream_t)stream, cell, 0, 0));
-  return 0;
+static int signal_call(mori_window *w, enum call what, int peer, int channel, void *stream_arg,
+                       int timeout_ms) {
+  const char *name = call_names[what];
+  hipStream_t stream = (hipStream_t)stream_arg;
+  struct plan p = {NULL, 0, 0};
+  int captured = 0, rc = check_signal(w, name, what == CALL_BARRIER ? w->rank : peer, channel);
+  enum shape shape = barrier_shape();
+  if (rc == 0 && what == CALL_BARRIER && shape == SHAPE_INVALID)
+    rc = mori__error(MORI_EINVAL, "barrier: MORI_SYMM_BARRIER=%s: expected flat or dissemination",
+                     getenv("MORI_SYMM_BARRIER"));
+  if (rc == 0) rc = capturing(stream, &captured);
+  if (rc == 0) {
+    if (what == CALL_PUT) rc = plan_put(&p, w, peer, channel);
+    else if (what == CALL_WAIT) rc = plan_wait(&p, w, peer, channel);
+    else if (captured) rc = plan_captured_barrier(&p, w, channel);
+    else rc = plan_barrier(&p, w, channel, shape);
+  }
+  if (rc == 0) rc = run(w, stream, name, channel, &p, timeout_ms, captured);
+  free(p.ops);
+  return rc;
 }
 
 /* Each public call holds a temporary reference (mori__window_enter), so a
  * free on another thread defers the teardown until the call is done. */
-static int put_signal(mori_window *w, int dst_rank, int channel, void *stream) {
-  MORI_GUARD(check_signal(w, "put_signal", dst_rank, channel));
-  return put(w, dst_rank, channel, stream);
-}
-
-static int wait_signal(mori_window *w, int src_rank, int channel, void *stream) {
-  MORI_GUARD(check_signal(w, "wait_signal", src_rank, channel));
-  return wait_cell(w, src_rank, channel, stream);
-}
-
-static int barrier(mori_window *w, int channel, void *stream) {
-  MORI_GUARD(check_signal(w, "barrier", w->rank, channel));
-  for (int i = 1; i < w->world; i++) MORI_GUARD(put(w, (w->rank + i) % w->world, channel, stream));
-  for (int i = 1; i < w->world; i++)
-    MORI_GUARD(wait_cell(w, (w->rank + w->world - i) % w->world, channel, stream));
-  return 0;
-}
-
 int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
                            int timeout_ms) {
-  (void)timeout_ms;
   MORI_GUARD(mori__window_enter(w, "put_signal"));
-  return mori__window_leave(w, put_signal(w, dst_rank, channel, stream));
+  return mori__window_leave(w, signal_call(w, CALL_PUT, dst_rank, channel, stream, timeout_ms));
 }
 
 int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
                             int timeout_ms) {
-  (void)timeout_ms;
   MORI_GUARD(mori__window_enter(w, "wait_signal"));
-  return mori__window_leave(w, wait_signal(w, src_rank, channel, stream));
+  return mori__window_leave(w, signal_call(w, CALL_WAIT, src_rank, channel, stream, timeout_ms));
 }
 
 int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms) {
-  (void)timeout_ms;
   MORI_GUARD(mori__window_enter(w, "barrier"));
-  return mori__window_leave(w, barrier(w, channel, stream));
+  return mori__window_leave(w, signal_call(w, CALL_BARRIER, 0, channel, stream, timeout_ms));
+}
+
+/* ---- a window's signal state ---- */
+
+int mori__signal_prepare(mori_window *w) {
+  mori_block *b = w->block;
+  if (b->signal_pad_size == 0 || w->signal_slot < 0) return 0;
+  struct mori__signals *s = mori_calloc(1, sizeof *s);
+  uint64_t *barriers = mori_calloc((size_t)w->max_channels + 1, sizeof *barriers);
+  if (s == NULL || barriers == NULL) {
+    free(s);
+    free(barriers);
+    return mori__error(MORI_ENOMEM, "rendezvous: signal state out of host memory");
+  }
+  s->barriers = barriers;
+  w->signals = s;
+  /* A slot an earlier window used holds its phases and flags: zeroed here,
+   * before the "mapped" store barrier lets any peer signal into it.  (The
+   * slot bits are guarded as signal_slots_used is.) */
+  uint32_t bit = 1u << w->signal_slot;
+  if (!(b->signal_slots_dirty & bit)) return 0;
+  hipStream_t svc = NULL;
+  MORI_GUARD(mori__service_stream(b->device, &svc));
+  MORI_GUARD(mori__block_zero(b, cell(w, w->rank, REGION_BARRIER, 0, 0),
+                              MORI_WIRE_SIGNAL_REGIONS * b->signal_pad_size, svc));
+  MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
+  b->signal_slots_dirty &= ~bit;
+  return 0;
+}
+
+void mori__signal_strip(mori_window *w) {
+  if (w->block != NULL && w->signal_slot >= 0)
+    w->block->signal_slots_dirty |= 1u << w->signal_slot;
+  if (w->signals == NULL) return;
+  free(w->signals->barriers);
+  free(w->signals);
+  w->signals = NULL;
 }

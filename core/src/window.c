@@ -6,6 +6,7 @@
  * group); teardown; the accessors.
  */
 #include "internal.h"
+#include "watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -263,7 +264,9 @@ static int step_build_tables(void *p) {
     w->pad_ptrs[k] = base + b->signal_pad_offset;
   }
   MORI_GUARD(device_table(w, w->buffer_ptrs, &w->buffer_ptrs_dev));
-  return device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev);
+  MORI_GUARD(device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev));
+  /* the signal state, and the slot zeroed if an earlier window used it */
+  return mori__signal_prepare(w);
 }
 
 /* No rank may use the window before every rank has mapped it. */
@@ -300,6 +303,7 @@ static void rendezvous_abort(void *p, int rc) {
 /* What a window owns besides its ledger; the struct itself and its group
  * name stay, for the tombstone. */
 void mori__window_strip(mori_window *w) {
+  mori__signal_strip(w);
   if (w->signal_slot >= 0 && w->block != NULL)
     w->block->signal_slots_used &= ~(1u << w->signal_slot);
   w->signal_slot = -1;
@@ -521,6 +525,8 @@ int mori__window_teardown(mori_window *w) {
   /* Nothing may still be in flight to or from the slots being unmapped. */
   hipError_t e = mori_hipDeviceSynchronize();
   int rc = e == hipSuccess ? 0 : mori__hip_error("hipDeviceSynchronize", e);
+  /* The watchdog has released whatever waited on this window's cells. */
+  mori__watch_forget(w);
   char message[1024];
   snprintf(message, sizeof message, "%s", mori_last_error());
   int rel = mori__unwind(&w->fsm, 0);

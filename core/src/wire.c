@@ -181,8 +181,8 @@ static int check_request(const mori_request *r, const uint8_t *name, size_t name
     return MORI_WIRE_ESIZE;
   /* No pad: the offset is pinned to alloc_size, so there is one encoding. */
   if (r->signal_pad_size == 0 && r->signal_pad_offset != r->alloc_size) return MORI_WIRE_ESIZE;
-  /* The torch pad, then MORI_WIRE_SIGNAL_SLOTS private slots of the same size. */
-  if (r->signal_pad_size > (r->alloc_size - r->signal_pad_offset) / (1 + MORI_WIRE_SIGNAL_SLOTS))
+  /* The torch pad, then the private slots' areas of the same size. */
+  if (r->signal_pad_size > (r->alloc_size - r->signal_pad_offset) / MORI_WIRE_SIGNAL_AREAS)
     return MORI_WIRE_ESIZE;
   if (r->signal_slots_used >> MORI_WIRE_SIGNAL_SLOTS) return MORI_WIRE_ESLOTS;
 

@@ -5,39 +5,14 @@
  * bounded and named.  ctest runs this binary under several arch profiles
  * and quirk sets (MORI_SIM_ARCH, MORI_SIM_QUIRKS).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
-#include "launch.h"
-#include "rank_check.h"
-#include "mori/symm.h"
+#include "ranks.h"
 
 #define MiB (1u << 20)
 
-/* Per-rank epilogue: free everything, then the ledger and fds must be back. */
-static int finish(int fds0, char *msg, size_t msglen, const char *what) {
-  if (mori_symm_release_all() != 0) {
-    snprintf(msg, msglen, "release_all: %s", mori_last_error());
-    return 1;
-  }
-  long leaks = mori_shim_ledger_total();
-  int fds = mori_count_fds() - fds0;
-  if (leaks != 0 || fds != 0) {
-    mori_shim_ledger_report(stderr);
-    snprintf(msg, msglen, "%s: leaks=%ld fds=%+d", what, leaks, fds);
-    return 1;
-  }
-  snprintf(msg, msglen, "ok %s", what);
-  return 0;
-}
+#define finish ranks_finish
 
 /* The end of every failure test: the rendezvous returned rc, which must be
  * one of the two codes (want2 0 for one), with a message containing
@@ -133,21 +108,7 @@ static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 /* dead_rank: the one rank expected to exit nonzero on purpose (-1: none). */
 static void run_expect(int world, mori_rank_fn fn, void *arg, int dead_rank) {
-  mori_rank_result *res = calloc((size_t)world, sizeof *res);
-  int failed = mori_launch(world, fn, arg, 60000, res);
-  for (int r = 0; r < world; r++) {
-    int bad = res[r].hung || res[r].signal || (res[r].exit_code != 0) != (r == dead_rank);
-    if (bad)
-      print_error("rank %d: exit %d signal %d hung %d: %s\n", r, res[r].exit_code,
-                  res[r].signal, res[r].hung, res[r].msg);
-  }
-  for (int r = 0; r < world; r++) {
-    assert_int_equal(res[r].hung, 0);
-    assert_int_equal(res[r].signal, 0);
-    assert_int_equal(res[r].exit_code != 0, r == dead_rank);
-  }
-  assert_int_equal(failed, dead_rank >= 0 ? 1 : 0);
-  free(res);
+  ranks_run(world, fn, arg, dead_rank >= 0 ? 1ull << dead_rank : 0);
 }
 
 

@@ -244,9 +244,9 @@ static void request_round_trips_at_the_field_limits(void **state) {
   r.world_size = MORI_WIRE_MAX_WORLD;
   r.rank = MORI_WIRE_MAX_WORLD - 1;
   r.alloc_size = UINT64_MAX;
-  r.buffer_size = UINT64_MAX - 1 - MORI_WIRE_SIGNAL_SLOTS;
-  r.signal_pad_offset = UINT64_MAX - 1 - MORI_WIRE_SIGNAL_SLOTS;
-  r.signal_pad_size = 1; /* exactly fills the block: pad + every signal slot */
+  r.buffer_size = UINT64_MAX - MORI_WIRE_SIGNAL_AREAS;
+  r.signal_pad_offset = UINT64_MAX - MORI_WIRE_SIGNAL_AREAS;
+  r.signal_pad_size = 1; /* exactly fills the block: pad + every signal slot's areas */
   r.signal_slots_used = (1u << MORI_WIRE_SIGNAL_SLOTS) - 1;
   r.device = -1;
   r.pid = UINT32_MAX;
@@ -396,7 +396,7 @@ static void pad_offset_past_alloc(mori_request *r) {
   r->signal_pad_size = 0, r->signal_pad_offset = r->alloc_size + 1;
 }
 static void counters_past_alloc(mori_request *r) {
-  r->signal_pad_size = (r->alloc_size - r->signal_pad_offset) / (1 + MORI_WIRE_SIGNAL_SLOTS) + 1;
+  r->signal_pad_size = (r->alloc_size - r->signal_pad_offset) / MORI_WIRE_SIGNAL_AREAS + 1;
 }
 static void pad_doubling_overflows(mori_request *r) { r->signal_pad_size = 1ull << 63; }
 static void slot_past_the_last(mori_request *r) {

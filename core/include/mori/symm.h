@@ -25,7 +25,8 @@ extern "C" {
 
 /* torch's default signal pad is 9216 bytes; 0 turns the pad off.  The block
  * carries the torch-visible pad and, after it, MORI_WIRE_SIGNAL_SLOTS
- * private slots of the same size for barrier/put_signal/wait_signal. */
+ * private slots (MORI_WIRE_SIGNAL_REGIONS pads each) for
+ * barrier/put_signal/wait_signal. */
 #define MORI_SYMM_DEFAULT_SIGNAL_PAD 9216
 void mori_symm_set_signal_pad_size(size_t bytes);
 size_t mori_symm_signal_pad_size(void);
@@ -48,8 +49,17 @@ int mori_symm_allow_overlapping_devices(void);
 /* ---- allocations ---- */
 
 /* Allocates at least size bytes on device: probe (cached), granularity,
- * create, reserve, map, grant access, zero.  The pointer is the block base. */
+ * create, reserve, map, grant access, zero.  The pointer is the block base.
+ * The memory is zero when the call returns; the zeroing runs on a private
+ * stream of the device and waits for nothing else on the device. */
 int mori_symm_alloc(size_t size, int device, void **ptr);
+/* The same, but the buffer is zeroed in stream order on `stream` (a
+ * hipStream_t / cudaStream_t; NULL: the default stream) and not waited for,
+ * as torch's own backend zeroes on the current stream: work enqueued later
+ * on that stream sees zeros; the call itself does no synchronous device
+ * work.  The signal pads are zero before it returns (peers signal into them
+ * from the first rendezvous on). */
+int mori_symm_alloc_on_stream(size_t size, int device, void *stream, void **ptr);
 /* Frees the block whose base is ptr.  Purely local, as torch's free: the
  * block leaves the table at once (lookup, rendezvous and free of it then
  * fail with MORI_ENOTFOUND); its windows and then the block are torn down
@@ -110,18 +120,44 @@ void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
 void *mori_window_span(const mori_window *w, size_t *stride);
 
 /* Stream-ordered signals over the window's own slot of the block's private
- * signal area (torch's pad stays zero; up to 8 windows per block).  Cell
- * (channel, src) of rank dst is a one-slot mailbox: put_signal waits until
- * dst emptied it and sets it; wait_signal waits until src set it and empties
- * it; barrier = put to all + wait on all.  stream is the runtime's stream
- * (NULL: default).  On sim a wait is bounded by MORI_SIM_WAIT_TIMEOUT_MS; on
- * a GPU it is enqueued on the stream.  timeout_ms is reserved. */
+ * signal area (torch's pad stays zero for torch's kernels; up to 8 windows
+ * per block), enqueued on `stream` (NULL: the default stream) as stream
+ * memory operations that wait on this rank's own memory only.
+ *
+ * put_signal(dst, ch) / wait_signal(src, ch) keep torch's semantics: a
+ * signal is consumed by one wait, and a put waits until dst consumed the
+ * previous one on that channel.  barrier(ch) returns when every rank of
+ * the window reached barrier(ch); eager barriers and put/wait use separate
+ * cells, so they may interleave on one channel.  Channels are bounded by
+ * pad_size / 4 / world_size, as in torch.  Inside a stream capture (CUDA or
+ * HIP graph) the same calls enqueue a form that a graph may replay any
+ * number of times; every rank must capture a barrier if one does.
+ *
+ * timeout_ms bounds the GPU wait: 0 waits without bound (torch's meaning);
+ * otherwise, if the enqueued waits have not completed timeout_ms after the
+ * stream reached them, a watchdog thread releases them (so the stream, the
+ * context and teardown go on), marks the window failed, and this call (if
+ * it is still running) or the next signal call on the window fails with
+ * MORI_ETIMEDOUT naming the operation, the channel and the peers that never
+ * signalled; every later signal call on the window fails the same way.
+ * Waits inside a capture are replayed by the runtime and not watched. */
 int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
                            int timeout_ms);
 int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
                             int timeout_ms);
 int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms);
 int mori_window_max_channels(const mori_window *w);
+
+/* Process-wide counts of the memory operations the signal calls enqueued,
+ * for tests and the cost model: remote writes (through a peer's mapping),
+ * local writes and waits (this rank's own cells), remote waits (polls of a
+ * peer's memory: none by design), calls enqueued into a capture, calls
+ * with a deadline and deadlines that fired. */
+typedef struct mori_symm_signal_stats {
+  long remote_writes, local_writes, local_waits, remote_waits;
+  long captured, watched, expired;
+} mori_symm_signal_stats;
+void mori_symm_signal_stats_get(mori_symm_signal_stats *out);
 
 /* Tears down every window and block (teardown order of DESIGN.md), freed
  * or not, referenced or not, after the calls in progress on them return.

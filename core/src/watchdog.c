@@ -1,0 +1,400 @@
+/*
+ * watchdog.c - bounded GPU waits.  A signal call with a timeout records an
+ * event before its waits and one after, and hands the watchdog the cells
+ * its stream waits on.  One thread per process (started at the first such
+ * call) polls the events: once the stream has reached the first event, the
+ * deadline runs; a wait still pending at the deadline is released by
+ * writing the awaited value into the local cell through a private
+ * non-blocking stream, so the stream, the context and a later teardown go
+ * on, and the window is marked failed with the peers that never wrote.
+ * The thread never takes mori__lock and holds its own lock only to look at
+ * its list, never across a wait.
+ */
+#include "watchdog.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_DEVICES 256
+#define POLL_MS 2.0 /* how often pending entries are looked at */
+
+struct mori__watch {
+  struct mori__watch *prev, *next;
+  struct mori__watch *expired_next;
+  const mori_window *w;
+  int device, channel, timeout_ms;
+  const char *op;
+  hipEvent_t start, end;
+  int end_recorded, started, releasing, done;
+  double deadline_ms;
+  int ncells;
+  struct mori__watch_cell cells[];
+};
+
+/* The list, the event pools and the counters sit under wd.lock; `changed`
+ * is broadcast whenever an entry stops releasing or goes. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake, changed;
+  struct mori__watch *head, *tail;
+  int running, stop;
+  pthread_t thread;
+  struct {
+    hipEvent_t *free;
+    size_t n, cap;
+  } pool[MAX_DEVICES];
+  long watched, expired;
+} wd = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+        .changed = PTHREAD_COND_INITIALIZER};
+
+static pthread_mutex_t service_lock = PTHREAD_MUTEX_INITIALIZER;
+static hipStream_t service[MAX_DEVICES];
+
+/* A forked child has no watchdog thread and none of the parent's GPU
+ * objects: it starts from nothing. */
+static void atfork_child(void) {
+  pthread_mutex_init(&wd.lock, NULL);
+  pthread_cond_init(&wd.wake, NULL);
+  pthread_cond_init(&wd.changed, NULL);
+  wd.head = wd.tail = NULL;
+  wd.running = wd.stop = 0;
+  memset(wd.pool, 0, sizeof wd.pool);
+  pthread_mutex_init(&service_lock, NULL);
+  memset(service, 0, sizeof service);
+}
+
+static void install_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+static void once(void) {
+  static pthread_once_t o = PTHREAD_ONCE_INIT;
+  pthread_once(&o, install_atfork);
+}
+
+static double now_ms(void) { return mori__now_us() / 1e3; }
+
+/* ---- the private streams ---- */
+
+int mori__service_stream(int device, hipStream_t *out) {
+  if (device < 0 || device >= MAX_DEVICES)
+    return mori__error(MORI_ERANGE, "service stream: device %d out of range", device);
+  once();
+  pthread_mutex_lock(&service_lock);
+  hipError_t e = hipSuccess;
+  if (service[device] == NULL)
+    e = mori_hipStreamCreateWithFlags(&service[device], hipStreamNonBlocking);
+  *out = service[device];
+  pthread_mutex_unlock(&service_lock);
+  return e == hipSuccess ? 0 : mori__hip_error("hipStreamCreateWithFlags", e);
+}
+
+/* ---- events, pooled per device (creating one is a runtime call) ---- */
+
+static int event_get(int device, hipEvent_t *out) {
+  pthread_mutex_lock(&wd.lock);
+  int have = wd.pool[device].n > 0;
+  if (have) *out = wd.pool[device].free[--wd.pool[device].n];
+  pthread_mutex_unlock(&wd.lock);
+  if (have) return 0;
+  MORI_HIP("hipEventCreateWithFlags", mori_hipEventCreateWithFlags(out, hipEventDisableTiming));
+  return 0;
+}
+
+/* Under wd.lock.  An event the pool cannot take is destroyed. */
+static void event_put(int device, hipEvent_t ev) {
+  if (ev == NULL) return;
+  if (wd.pool[device].n == wd.pool[device].cap) {
+    size_t cap = wd.pool[device].cap ? 2 * wd.pool[device].cap : 16;
+    hipEvent_t *grown = mori_realloc(wd.pool[device].free, cap * sizeof *grown);
+    if (grown == NULL) {
+      (void)mori_hipEventDestroy(ev);
+      return;
+    }
+    wd.pool[device].free = grown;
+    wd.pool[device].cap = cap;
+  }
+  wd.pool[device].free[wd.pool[device].n++] = ev;
+}
+
+/* ---- the list ---- */
+
+static void unlink_entry(struct mori__watch *x) {
+  if (x->prev) x->prev->next = x->next;
+  else wd.head = x->next;
+  if (x->next) x->next->prev = x->prev;
+  else wd.tail = x->prev;
+}
+
+static void retire(struct mori__watch *x) {
+  unlink_entry(x);
+  event_put(x->device, x->start);
+  event_put(x->device, x->end);
+  free(x);
+  pthread_cond_broadcast(&wd.changed);
+}
+
+/* hipEventQuery's answer as done (1) or pending (0).  A failure other than
+ * "not ready" means the stream will not get there: done, as far as the
+ * watchdog can help. */
+static int reached(hipEvent_t ev) {
+  hipError_t e = mori_hipEventQuery(ev);
+  if (e == hipErrorNotReady) return 0;
+  if (e != hipSuccess) (void)mori_hipGetLastError();
+  return 1;
+}
+
+/* ---- releasing an expired entry (outside wd.lock) ---- */
+
+static int met(const struct mori__watch_cell *c, uint32_t v) {
+  return c->flags == hipStreamWaitValueAnd ? (v & c->value) != 0 : v == c->value;
+}
+
+static void fail_window(const struct mori__watch *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail_window(const struct mori__watch *x, const char *fmt, ...) {
+  struct mori__signals *s = x->w->signals;
+  if (__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE)) return; /* the first failure is the one */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+  va_end(ap);
+  __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
+}
+
+/* 1: the entry is done (released, or found complete); 0: re-arm it. */
+static int release(struct mori__watch *x) {
+  hipStream_t svc = NULL;
+  (void)mori_hipSetDevice(x->device);
+  if (x->end_recorded && reached(x->end)) return 1;
+  if (mori__service_stream(x->device, &svc) != 0) {
+    fail_window(x, "%s on channel %d: no release after %d ms: %s", x->op, x->channel,
+                x->timeout_ms, mori_last_error());
+    return 1;
+  }
+  int n = x->ncells, missing = 0;
+  /* vals[0, n): the cells read back; vals[n, 2n): the absent ranks, sorted */
+  uint32_t *vals = mori_calloc(2 * (size_t)n + 1, sizeof *vals);
+  if (vals == NULL) return 0; /* try again at the next look */
+  for (int i = 0; i < n; i++)
+    if (mori_hipMemcpyAsync(&vals[i], x->cells[i].cell, 4, hipMemcpyDeviceToHost, svc) !=
+        hipSuccess)
+      vals[i] = ~x->cells[i].value; /* unreadable: treated as not written */
+  (void)mori_hipStreamSynchronize(svc);
+  for (int i = 0; i < n; i++) missing += !met(&x->cells[i], vals[i]);
+  /* A cell read back as unwritten may be one the stream already passed and
+   * reset; the rest of its work takes microseconds, so look again.  If the
+   * peers did write, the stream is behind other work, not stuck. */
+  struct timespec pause = {0, 1000000};
+  if (missing > 0) nanosleep(&pause, NULL);
+  if (missing == 0 || (x->end_recorded && reached(x->end))) {
+    free(vals);
+    return missing > 0;
+  }
+
+  /* Release every cell still unwritten; name their writers in rank order. */
+  uint32_t *absent = vals + n;
+  int nabsent = 0;
+  const char *what = "never signalled";
+  for (int i = 0; i < n; i++) {
+    if (met(&x->cells[i], vals[i])) continue;
+    (void)mori_hipStreamWriteValue32(svc, x->cells[i].cell, x->cells[i].release, 0);
+    what = x->cells[i].what;
+    int k = nabsent++;
+    for (; k > 0 && absent[k - 1] > (uint32_t)x->cells[i].peer; k--) absent[k] = absent[k - 1];
+    absent[k] = (uint32_t)x->cells[i].peer;
+  }
+  char peers[256] = "";
+  for (int k = 0, len = 0; k < nabsent && (size_t)len < sizeof peers; k++)
+    len += snprintf(peers + len, sizeof peers - (size_t)len, "%s%u", k ? ", " : "", absent[k]);
+  free(vals);
+  hipError_t e = mori_hipStreamSynchronize(svc);
+  fail_window(x,
+              "%s on channel %d: rank(s) %s %s within %d ms (window %ld, group %s); the "
+              "waits were released%s and the window is failed",
+              x->op, x->channel, peers, what, x->timeout_ms, x->w->id, x->w->group,
+              e == hipSuccess ? "" : " (the release itself failed)");
+  pthread_mutex_lock(&wd.lock);
+  wd.expired++;
+  pthread_mutex_unlock(&wd.lock);
+  MORI_LOG(MORI_LOG_WARN, x->w->rank, x->w->id, "%s", x->w->signals->failure);
+  return 1;
+}
+
+/* ---- the thread ---- */
+
+/* Looks at every entry once, under wd.lock; returns the expired ones
+ * (marked releasing) and the time of the next deadline. */
+static struct mori__watch *scan(double now, double *next) {
+  struct mori__watch *expired = NULL, *nx;
+  for (struct mori__watch *x = wd.head; x != NULL; x = nx) {
+    nx = x->next;
+    if (x->releasing) continue;
+    (void)mori_hipSetDevice(x->device);
+    if (x->end_recorded && reached(x->end)) {
+      retire(x);
+      continue;
+    }
+    if (!x->started) {
+      if (!reached(x->start)) continue;
+      x->started = 1;
+      x->deadline_ms = now + x->timeout_ms;
+    }
+    if (now >= x->deadline_ms) {
+      x->releasing = 1;
+      x->expired_next = expired;
+      expired = x;
+    } else if (x->deadline_ms < *next) {
+      *next = x->deadline_ms;
+    }
+  }
+  return expired;
+}
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&wd.lock);
+  while (!wd.stop) {
+    if (wd.head == NULL) {
+      pthread_cond_wait(&wd.wake, &wd.lock);
+      continue;
+    }
+    double now = now_ms(), next = now + POLL_MS;
+    struct mori__watch *expired = scan(now, &next);
+    pthread_mutex_unlock(&wd.lock);
+    for (struct mori__watch *x = expired; x != NULL; x = x->expired_next) x->done = release(x);
+    pthread_mutex_lock(&wd.lock);
+    for (struct mori__watch *x = expired, *nx; x != NULL; x = nx) {
+      nx = x->expired_next;
+      x->releasing = 0;
+      if (x->done)
+        retire(x);
+      else
+        x->deadline_ms = now_ms() + x->timeout_ms;
+    }
+    pthread_cond_broadcast(&wd.changed);
+    double wait = next - now_ms();
+    if (wait > 0) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      long long ns = until.tv_nsec + (long long)(wait * 1e6);
+      until.tv_sec += (time_t)(ns / 1000000000);
+      until.tv_nsec = (long)(ns % 1000000000);
+      pthread_cond_timedwait(&wd.wake, &wd.lock, &until);
+    }
+  }
+  pthread_mutex_unlock(&wd.lock);
+  return NULL;
+}
+
+/* ---- what signal.c calls ---- */
+
+int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int channel,
+                      int timeout_ms, const struct mori__watch_cell *cells, int ncells,
+                      struct mori__watch **out) {
+  once();
+  int device = w->block->device;
+  struct mori__watch *x = mori_calloc(1, sizeof *x + (size_t)ncells * sizeof x->cells[0]);
+  if (x == NULL) return mori__error(MORI_ENOMEM, "%s: watchdog entry out of memory", op);
+  x->w = w;
+  x->device = device;
+  x->op = op;
+  x->channel = channel;
+  x->timeout_ms = timeout_ms;
+  x->ncells = ncells;
+  memcpy(x->cells, cells, (size_t)ncells * sizeof x->cells[0]);
+  int rc = event_get(device, &x->start);
+  if (rc == 0) rc = event_get(device, &x->end);
+  hipError_t e = rc == 0 ? mori_hipEventRecord(x->start, stream) : hipSuccess;
+  if (e != hipSuccess) rc = mori__hip_error("hipEventRecord", e);
+  pthread_mutex_lock(&wd.lock);
+  if (rc == 0 && !wd.running) {
+    int err = pthread_create(&wd.thread, NULL, watchdog_main, NULL);
+    if (err != 0)
+      rc = mori__error(MORI_ENOMEM, "%s: cannot start the watchdog thread (error %d)", op, err);
+    else
+      wd.running = 1;
+  }
+  if (rc == 0) {
+    x->prev = wd.tail;
+    if (wd.tail) wd.tail->next = x;
+    else wd.head = x;
+    wd.tail = x;
+    wd.watched++;
+    pthread_cond_signal(&wd.wake);
+  } else {
+    event_put(device, x->start);
+    event_put(device, x->end);
+    free(x);
+    x = NULL;
+  }
+  pthread_mutex_unlock(&wd.lock);
+  *out = x;
+  return rc;
+}
+
+int mori__watch_end(struct mori__watch *x, hipStream_t stream) {
+  hipError_t e = mori_hipEventRecord(x->end, stream);
+  pthread_mutex_lock(&wd.lock);
+  /* Unrecorded, the entry still ends: by its waits' release at the deadline. */
+  if (e == hipSuccess) x->end_recorded = 1;
+  pthread_mutex_unlock(&wd.lock);
+  return e == hipSuccess ? 0 : mori__hip_error("hipEventRecord", e);
+}
+
+void mori__watch_forget(const mori_window *w) {
+  pthread_mutex_lock(&wd.lock);
+  for (;;) {
+    int busy = 0;
+    for (struct mori__watch *x = wd.head, *nx; x != NULL; x = nx) {
+      nx = x->next;
+      if (x->w != w) continue;
+      if (x->releasing)
+        busy = 1;
+      else
+        retire(x);
+    }
+    if (!busy) break;
+    pthread_cond_wait(&wd.changed, &wd.lock);
+  }
+  pthread_mutex_unlock(&wd.lock);
+}
+
+int mori__watch_failed(const mori_window *w, const char *op) {
+  const struct mori__signals *s = w->signals;
+  if (s == NULL || !__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE)) return 0;
+  return mori__error(MORI_ETIMEDOUT, "%s: %s", op, s->failure);
+}
+
+void mori__watch_counts(long *watched, long *expired) {
+  pthread_mutex_lock(&wd.lock);
+  *watched = wd.watched;
+  *expired = wd.expired;
+  pthread_mutex_unlock(&wd.lock);
+}
+
+/* release_all: the thread stops (a later call starts it again) and the
+ * pooled events and private streams go. */
+void mori__signal_release_all(void) {
+  pthread_mutex_lock(&wd.lock);
+  int running = wd.running;
+  wd.stop = 1;
+  pthread_cond_broadcast(&wd.wake);
+  pthread_mutex_unlock(&wd.lock);
+  if (running) pthread_join(wd.thread, NULL);
+  pthread_mutex_lock(&wd.lock);
+  wd.running = wd.stop = 0;
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    if (wd.pool[d].n) (void)mori_hipSetDevice(d);
+    while (wd.pool[d].n > 0) (void)mori_hipEventDestroy(wd.pool[d].free[--wd.pool[d].n]);
+  }
+  pthread_mutex_unlock(&wd.lock);
+  pthread_mutex_lock(&service_lock);
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    if (service[d] == NULL) continue;
+    (void)mori_hipSetDevice(d);
+    (void)mori_hipStreamDestroy(service[d]);
+    service[d] = NULL;
+  }
+  pthread_mutex_unlock(&service_lock);
+}

@@ -1,0 +1,50 @@
+/*
+ * watchdog.h - bounded GPU waits (watchdog.c), as signal.c uses them: a
+ * call with a timeout hands the watchdog the local cells its stream waits
+ * on, between an event recorded before the waits and one recorded after.
+ */
+#ifndef MORI_CORE_WATCHDOG_H
+#define MORI_CORE_WATCHDOG_H
+
+#include "internal.h"
+
+/* One enqueued wait: the stream waits until cell meets (flags, value); the
+ * watchdog releases it by writing `release`.  peer is the rank that should
+ * have written the cell; what says what that rank failed to do. */
+struct mori__watch_cell {
+  uint32_t *cell;
+  uint32_t value, release;
+  unsigned flags; /* hipStreamWaitValueEq or hipStreamWaitValueAnd */
+  int peer;
+  const char *what;
+};
+
+struct mori__watch;
+
+/* A window's signal state (w->signals), from its rendezvous to its strip. */
+struct mori__signals {
+  uint64_t *barriers; /* per channel: eager barriers enqueued so far */
+  int failed;         /* set once, atomically, by the watchdog */
+  char failure[768];  /* written before failed is set */
+};
+
+/* Records the start event on stream and hands the cells to the watchdog
+ * (started lazily); the deadline runs from when the stream reaches the
+ * start event.  Call before enqueuing the waits. */
+int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int channel,
+                      int timeout_ms, const struct mori__watch_cell *cells, int ncells,
+                      struct mori__watch **out);
+/* Records the end event after the waits (the entry retires once it has
+ * completed).  Errors are the caller's only if it has none of its own. */
+int mori__watch_end(struct mori__watch *x, hipStream_t stream);
+/* Teardown, after the device was synchronized: waits out a release in
+ * progress on w and drops w's entries, so the watchdog never touches w
+ * again.  Never takes mori__lock. */
+void mori__watch_forget(const mori_window *w);
+/* Whether the window was failed by an expired wait; if so sets the error
+ * (MORI_ETIMEDOUT with the watchdog's message) and returns it. */
+int mori__watch_failed(const mori_window *w, const char *op);
+/* Counts for mori_symm_signal_stats. */
+void mori__watch_counts(long *watched, long *expired);
+
+#endif

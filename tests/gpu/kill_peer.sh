@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Kill a peer on a GPU host (tests/gpu/kill_peer.py under torchrun): rank 1
+# dies with SIGKILL after rendezvous; every survivor's barrier must raise
+# within timeout + margin naming rank 1, the context must survive, and the
+# survivor must free everything (ledger 0) and exit 0.  Runs at 2 ranks (one
+# per GPU) and at 4 ranks on 2 GPUs (several ranks per GPU), about 15 s
+# each.  Prints one line per survivor and "kill_peer: PASS" or "FAIL".
+#
+#   OUT (default ./gpu-results/kill_peer), PYTHON, NGPU, KILL_PEER_TIMEOUT_MS
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-$PWD/gpu-results/kill_peer}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 OUT
+
+# The package: installed by the torch part of run.sh, or staged by its
+# CMake fallback; else installed here the same way.
+if ! (cd /tmp && "$PY" -c 'import mori.allocator') >/dev/null 2>&1; then
+  if [ -d build-torch-stage ]; then
+    export PYTHONPATH=$PWD/build-torch-stage${PYTHONPATH:+:$PYTHONPATH}
+  else
+    PIP_NO_INDEX=1 "$PY" -m pip install --no-build-isolation -q . || {
+      echo "kill_peer: FAIL: cannot install the mori package"; exit 1; }
+  fi
+fi
+NGPU=${NGPU:-$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}
+if [ "$NGPU" -lt 2 ]; then
+  echo "kill_peer: FAIL: needs 2 GPUs, found $NGPU"
+  exit 1
+fi
+
+failed=0
+run() {
+  local world=$1; shift
+  local log="$OUT/torchrun.$world.log"
+  rm -f "$OUT"/kill_peer."$world".rank*
+  echo "=== kill_peer at $world ranks on 2 GPUs $*"
+  local t0=$SECONDS
+  timeout 180 env "$@" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$world" \
+    tests/gpu/kill_peer.py >"$log" 2>&1
+  local rc=$?
+  grep -h "^kill_peer:" "$log"
+  # torchrun fails the job because rank 1 died; a hang or a survivor's own
+  # failure must not pass as that.
+  local ok=1
+  if [ $rc -eq 124 ] || [ $rc -eq 0 ]; then
+    echo "kill_peer: torchrun exit $rc (expected the victim's failure)"; ok=0
+  fi
+  if ! grep -q "exitcode *: *-9" "$log"; then
+    echo "kill_peer: the torchrun report does not show rank 1 killed (SIGKILL)"; ok=0
+  fi
+  for ((r = 0; r < world; r++)); do
+    [ $r -eq 1 ] && continue
+    local f="$OUT/kill_peer.$world.rank$r"
+    if [ ! -f "$f" ] || ! grep -q "^PASS" "$f"; then
+      echo "kill_peer: rank $r of $world did not pass: $(cat "$f" 2>/dev/null || echo 'no result')"
+      ok=0
+    fi
+  done
+  if [ $ok = 1 ]; then
+    echo "=== PASS kill_peer $world ranks ($((SECONDS - t0)) s)"
+  else
+    echo "=== FAIL kill_peer $world ranks ($((SECONDS - t0)) s); log: $log"
+    tail -30 "$log"
+    failed=1
+  fi
+}
+
+run 2
+run 4 TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1
+if [ $failed = 0 ]; then echo "kill_peer: PASS"; else echo "kill_peer: FAIL"; fi
+exit $failed

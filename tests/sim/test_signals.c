@@ -1,0 +1,431 @@
+/*
+ * test_signals.c - specifications of barrier, put_signal and wait_signal on
+ * the sim, in forked ranks: barriers order writes and reads across ranks,
+ * one remote write per peer and waits on local cells only; put/wait keep
+ * torch's semantics and interleave with barriers on one channel; a
+ * captured barrier replays correctly any number of times; a peer that dies
+ * or never signals makes the survivors fail within their timeout, naming
+ * it, with everything released; and alloc does no synchronous device-wide
+ * work.  ctest runs this binary with MORI_SIM_STREAMS=sync and =async (in
+ * async mode each stream runs on a worker thread, as a GPU queue, so a wait
+ * is only enqueued); the alloc cases need async mode and run only there.
+ */
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ranks.h"
+
+#define MiB (1u << 20)
+
+static int async_mode(void) {
+  const char *m = getenv("MORI_SIM_STREAMS");
+  return m != NULL && strcmp(m, "async") == 0;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* A window on a fresh 1 MiB block of this rank's device. */
+static int open_window(const mori_rank_ctx *ctx, const char *group, void **base, mori_window **w,
+                       char *msg, size_t msglen) {
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(*base, group, ctx->rank, ctx->world, ctx->store, w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  return 0;
+}
+
+static int put_word(mori_window *w, int owner, int index, uint32_t v) {
+  uint32_t *p = (uint32_t *)mori_window_buffer_ptrs(w)[owner] + index;
+  return mori_hipMemcpy(p, &v, 4, hipMemcpyHostToDevice) == hipSuccess ? 0 : -1;
+}
+
+static uint32_t get_word(mori_window *w, int owner, int index) {
+  uint32_t v = 0xdeadbeef;
+  (void)mori_hipMemcpy(&v, (uint32_t *)mori_window_buffer_ptrs(w)[owner] + index, 4,
+                       hipMemcpyDeviceToHost);
+  return v;
+}
+
+static int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) k++;
+  return k;
+}
+
+/* ---- barriers ---- */
+
+struct barrier_arg {
+  const char *shape; /* MORI_SYMM_BARRIER */
+  int rounds;
+};
+
+/* Round i: every rank writes i into its own word, passes a barrier, and
+ * must then read i from every peer; a second barrier keeps the next round's
+ * write behind every read.  Rank 0 is late now and then, so a barrier that
+ * lets anyone through early is seen. */
+static int barrier_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  const struct barrier_arg *a = ctx->arg;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (a->shape) setenv("MORI_SYMM_BARRIER", a->shape, 1);
+  if (open_window(ctx, "world", &base, &w, msg, msglen)) return 1;
+  mori_symm_signal_stats s0, s1;
+  mori_symm_signal_stats_get(&s0);
+  for (int i = 1; i <= a->rounds; i++) {
+    if (ctx->rank == 0 && i % 16 == 0) sleep_ms(5);
+    CHECK(put_word(w, ctx->rank, 0, (uint32_t)i) == 0, "write: %s", mori_shim_message());
+    CHECK(mori_window_barrier(w, 3, NULL, 0) == 0, "barrier %d: %s", i, mori_last_error());
+    CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync: %s", mori_shim_message());
+    for (int p = 0; p < ctx->world; p++)
+      CHECK(get_word(w, p, 0) == (uint32_t)i, "round %d: rank %d's word is %u", i, p,
+            get_word(w, p, 0));
+    CHECK(mori_window_barrier(w, 3, NULL, 0) == 0, "barrier %d': %s", i, mori_last_error());
+  }
+  mori_symm_signal_stats_get(&s1);
+  long barriers = 2L * a->rounds;
+  long writes = a->shape && strcmp(a->shape, "dissemination") == 0 ? ceil_log2(ctx->world)
+                                                                    : ctx->world - 1;
+  CHECK(s1.remote_writes - s0.remote_writes == barriers * writes,
+        "%ld remote writes for %ld barriers", s1.remote_writes - s0.remote_writes, barriers);
+  CHECK(s1.local_waits - s0.local_waits == barriers * writes, "%ld waits for %ld barriers",
+        s1.local_waits - s0.local_waits, barriers);
+  CHECK(s1.remote_waits == 0 && s1.local_writes == s0.local_writes,
+        "a barrier polled a peer (%ld) or wrote locally (%ld)", s1.remote_waits,
+        s1.local_writes - s0.local_writes);
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  snprintf(msg, msglen, "per barrier: %ld remote writes, %ld local waits", writes, writes);
+  return ranks_finish(fds0, msg, msglen, "barrier");
+}
+
+static void barrier_orders_every_rank_at_2_ranks(void **s) {
+  struct barrier_arg a = {NULL, 100};
+  ranks_run(2, barrier_rank, &a, 0);
+}
+
+static void barrier_orders_every_rank_at_5_ranks(void **s) {
+  struct barrier_arg a = {NULL, 60};
+  ranks_run(5, barrier_rank, &a, 0);
+}
+
+static void dissemination_barrier_orders_every_rank_at_6_ranks(void **s) {
+  struct barrier_arg a = {"dissemination", 60};
+  ranks_run(6, barrier_rank, &a, 0);
+}
+
+/* ---- put / wait ---- */
+
+/* A ring: each rank writes a value into the next rank's buffer and signals
+ * it, with barriers on the same channel between; the receiver must see the
+ * value once its wait passed.  Two puts in a row to one peer: the second
+ * waits until the first was consumed (torch's semantics). */
+static int ring_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (open_window(ctx, "ring", &base, &w, msg, msglen)) return 1;
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  const int ch = 2;
+  for (int i = 1; i <= 50; i++) {
+    CHECK(put_word(w, next, 1 + ctx->rank, (uint32_t)(1000 * i + ctx->rank)) == 0, "write");
+    CHECK(mori_window_put_signal(w, next, ch, NULL, 0) == 0, "put %d: %s", i, mori_last_error());
+    CHECK(mori_window_barrier(w, ch, NULL, 0) == 0, "barrier %d: %s", i, mori_last_error());
+    CHECK(mori_window_wait_signal(w, prev, ch, NULL, 0) == 0, "wait %d: %s", i, mori_last_error());
+    CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+    CHECK(get_word(w, ctx->rank, 1 + prev) == (uint32_t)(1000 * i + prev),
+          "round %d: the word from rank %d is %u", i, prev, get_word(w, ctx->rank, 1 + prev));
+    CHECK(mori_window_barrier(w, ch, NULL, 0) == 0, "barrier %d': %s", i, mori_last_error());
+  }
+  /* two signals queue up behind each other */
+  if (ctx->rank == 0) {
+    CHECK(mori_window_put_signal(w, 1, 0, NULL, 0) == 0, "put: %s", mori_last_error());
+    CHECK(mori_window_put_signal(w, 1, 0, NULL, 0) == 0, "second put: %s", mori_last_error());
+  } else if (ctx->rank == 1) {
+    sleep_ms(20);
+    CHECK(mori_window_wait_signal(w, 0, 0, NULL, 0) == 0, "wait: %s", mori_last_error());
+    CHECK(mori_window_wait_signal(w, 0, 0, NULL, 0) == 0, "second wait: %s", mori_last_error());
+  }
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "final barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  mori_symm_signal_stats st;
+  mori_symm_signal_stats_get(&st);
+  CHECK(st.remote_waits == 0, "%ld polls of a peer", st.remote_waits);
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "ring");
+}
+
+static void put_wait_interleave_with_barriers_on_one_channel(void **s) {
+  ranks_run(3, ring_rank, NULL, 0);
+}
+
+/* ---- capture and replay ---- */
+
+/* A barrier (and a put/wait ring) captured once and replayed many times
+ * must synchronize on every replay, also with eager barriers on the same
+ * channel in between: a form whose values were baked in at capture would
+ * let ranks through at the second replay. */
+static int replay_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s = NULL;
+  mori_sim_graph *g = NULL;
+  if (open_window(ctx, "replay", &base, &w, msg, msglen)) return 1;
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  const int ch = 1;
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  mori_symm_signal_stats s0, s1;
+  mori_symm_signal_stats_get(&s0);
+  CHECK(mori_sim_begin_capture(s) == hipSuccess, "capture: %s", mori_shim_message());
+  CHECK(mori_window_barrier(w, ch, s, 1000) == 0, "captured barrier: %s", mori_last_error());
+  CHECK(mori_window_put_signal(w, next, ch, s, 0) == 0, "captured put: %s", mori_last_error());
+  CHECK(mori_window_wait_signal(w, prev, ch, s, 0) == 0, "captured wait: %s", mori_last_error());
+  CHECK(mori_sim_end_capture(s, &g) == hipSuccess, "end capture: %s", mori_shim_message());
+  mori_symm_signal_stats_get(&s1);
+  CHECK(s1.captured - s0.captured == 3 && s1.watched == s0.watched,
+        "captured %ld calls, watched %ld", s1.captured - s0.captured, s1.watched - s0.watched);
+  for (int i = 1; i <= 40; i++) {
+    if (ctx->rank == 0 && i % 8 == 0) sleep_ms(10);
+    CHECK(put_word(w, ctx->rank, 0, (uint32_t)i) == 0, "write");
+    CHECK(mori_sim_graph_launch(g, s) == hipSuccess, "replay %d: %s", i, mori_shim_message());
+    CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync: %s", mori_shim_message());
+    for (int p = 0; p < ctx->world; p++)
+      CHECK(get_word(w, p, 0) == (uint32_t)i, "replay %d: rank %d's word is %u", i, p,
+            get_word(w, p, 0));
+    CHECK(mori_window_barrier(w, ch, s, 0) == 0, "eager barrier %d: %s", i, mori_last_error());
+    CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  }
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  mori_sim_graph_destroy(g);
+  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "replay");
+}
+
+static void captured_barrier_and_signals_replay_correctly(void **s) {
+  ranks_run(3, replay_rank, NULL, 0);
+}
+
+/* ---- bounded waits ---- */
+
+struct death_arg {
+  uint64_t dead;      /* ranks that exit after the first barrier */
+  const char *op;     /* what the survivors call with a timeout */
+  int timeout_ms;
+  const char *expect; /* in the survivors' error */
+};
+
+/* The survivors' call either fails itself (sync mode: the wait ran in the
+ * call) or is enqueued; then the stream is released by the watchdog and
+ * the next call fails with MORI_ETIMEDOUT naming the absent ranks. */
+static int death_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  const struct death_arg *a = ctx->arg;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (open_window(ctx, "bounded", &base, &w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  if (a->dead >> ctx->rank & 1) _exit(3);
+  int peer = (ctx->rank + 1) % ctx->world, ch = 5;
+  double t0 = now_ms();
+  int rc;
+  if (strcmp(a->op, "barrier") == 0) {
+    rc = mori_window_barrier(w, ch, NULL, a->timeout_ms);
+  } else if (strcmp(a->op, "wait_signal") == 0) {
+    rc = mori_window_wait_signal(w, peer, ch, NULL, a->timeout_ms);
+  } else {
+    rc = mori_window_put_signal(w, peer, ch, NULL, a->timeout_ms);
+    if (rc == 0) rc = mori_window_put_signal(w, peer, ch, NULL, a->timeout_ms);
+  }
+  if (rc == 0) {
+    CHECK(async_mode(), "the call passed although its peer is absent");
+    /* the watchdog releases the stream; the context lives on */
+    CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync: %s", mori_shim_message());
+    rc = mori_window_barrier(w, ch, NULL, a->timeout_ms);
+  }
+  double elapsed = now_ms() - t0;
+  CHECK(rc == MORI_ETIMEDOUT, "expected MORI_ETIMEDOUT, got %d: %s", rc, mori_last_error());
+  CHECK(strstr(mori_last_error(), a->expect) != NULL, "the error does not say \"%s\": %s",
+        a->expect, mori_last_error());
+  CHECK(strstr(mori_last_error(), "channel 5") != NULL, "no channel: %s", mori_last_error());
+  CHECK(elapsed >= a->timeout_ms, "failed after %.0f ms, before its %d ms", elapsed,
+        a->timeout_ms);
+  /* the window stays failed */
+  CHECK(mori_window_wait_signal(w, peer, 0, NULL, 0) == MORI_ETIMEDOUT, "later call");
+  mori_symm_signal_stats st;
+  mori_symm_signal_stats_get(&st);
+  CHECK(st.expired >= 1, "no deadline fired");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  char what[64];
+  snprintf(what, sizeof what, "failed after %.0f ms (timeout %d)", elapsed, a->timeout_ms);
+  return ranks_finish(fds0, msg, msglen, what);
+}
+
+/* A rank that stays alive but never signals: only its own end. */
+static int silent_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (open_window(ctx, "bounded", &base, &w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "silent");
+}
+
+static int death_or_silence(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  const struct death_arg *a = ctx->arg;
+  return ctx->rank == 1 && a->dead == 0 ? silent_rank(ctx, msg, msglen)
+                                        : death_rank(ctx, msg, msglen);
+}
+
+static void barrier_with_a_dead_peer_fails_in_bounded_time_naming_it(void **s) {
+  struct death_arg a = {1u << 1, "barrier", 400, "rank(s) 1 never signalled"};
+  ranks_run(2, death_rank, &a, a.dead);
+}
+
+static void barrier_with_two_dead_peers_of_four_names_both(void **s) {
+  struct death_arg a = {(1u << 2) | (1u << 3), "barrier", 400, "rank(s) 2, 3 never signalled"};
+  ranks_run(4, death_rank, &a, a.dead);
+}
+
+static void wait_signal_without_a_put_fails_after_its_timeout(void **s) {
+  struct death_arg a = {0, "wait_signal", 300, "rank(s) 1 never signalled"};
+  ranks_run(2, death_or_silence, &a, 0);
+}
+
+static void put_signal_never_consumed_fails_after_its_timeout(void **s) {
+  struct death_arg a = {0, "put_signal", 300, "rank(s) 1 never consumed the previous signal"};
+  ranks_run(2, death_or_silence, &a, 0);
+}
+
+/* A late peer within the timeout, and a stream busy with earlier work for
+ * longer than the timeout, are not failures: the deadline runs from when
+ * the stream reaches the waits.  (Rank 0's stream is held 1000 ms, its
+ * barrier has 600 ms, rank 1 arrives at 1200 ms: counted from the call,
+ * the deadline would have passed with rank 1 absent.) */
+static int late_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s = NULL;
+  if (open_window(ctx, "late", &base, &w, msg, msglen)) return 1;
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  mori_symm_signal_stats s0, s1;
+  mori_symm_signal_stats_get(&s0);
+  if (ctx->rank == 1) sleep_ms(150);
+  CHECK(mori_window_barrier(w, 0, s, 3000) == 0, "late barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  uint32_t *gate = (uint32_t *)mori_window_buffer_ptrs(w)[ctx->rank] + 64;
+  int busy = async_mode(); /* in sync mode the gate would hold the caller itself */
+  if (busy && ctx->rank == 0) {
+    CHECK(mori_hipStreamWaitValue32(s, gate, 1, hipStreamWaitValueEq, ~0u) == hipSuccess, "gate");
+    CHECK(mori_window_barrier(w, 1, s, 600) == 0, "barrier: %s", mori_last_error());
+    sleep_ms(1000);
+    CHECK(put_word(w, ctx->rank, 64, 1) == 0, "open the gate");
+  } else if (busy) {
+    sleep_ms(1200);
+    CHECK(mori_window_barrier(w, 1, s, 0) == 0, "barrier: %s", mori_last_error());
+  }
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync: %s", mori_shim_message());
+  CHECK(mori_window_barrier(w, 2, s, 0) == 0, "after: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  mori_symm_signal_stats_get(&s1);
+  CHECK(s1.expired == s0.expired, "%ld deadlines fired", s1.expired - s0.expired);
+  long timed = 1 + (busy && ctx->rank == 0);
+  CHECK(s1.watched - s0.watched == timed, "%ld calls watched, %ld had a timeout",
+        s1.watched - s0.watched, timed);
+  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "late");
+}
+
+static void late_peer_or_busy_stream_within_the_timeout_is_no_failure(void **s) {
+  ranks_run(2, late_rank, NULL, 0);
+}
+
+/* ---- alloc (one process) ---- */
+
+/* A blocking stream held by a wait on host memory: what a synchronous
+ * device-wide call would have to wait for. */
+struct held {
+  hipStream_t s;
+  hipEvent_t after;
+  uint32_t *gate;
+};
+
+static void hold(struct held *h) {
+  h->gate = calloc(1, 64);
+  assert_int_equal(mori_hipStreamCreateWithFlags(&h->s, hipStreamDefault), hipSuccess);
+  assert_int_equal(mori_hipEventCreateWithFlags(&h->after, 0), hipSuccess);
+  assert_int_equal(mori_hipStreamWaitValue32(h->s, h->gate, 1, hipStreamWaitValueEq, ~0u),
+                   hipSuccess);
+  assert_int_equal(mori_hipEventRecord(h->after, h->s), hipSuccess);
+}
+
+static void let_go(struct held *h) {
+  __atomic_store_n(h->gate, 1, __ATOMIC_RELEASE);
+  assert_int_equal(mori_hipStreamSynchronize(h->s), hipSuccess);
+  assert_int_equal(mori_hipEventDestroy(h->after), hipSuccess);
+  assert_int_equal(mori_hipStreamDestroy(h->s), hipSuccess);
+  free(h->gate);
+}
+
+static void alloc_waits_for_no_other_stream(void **s) {
+  assert_true(async_mode()); /* registered for async mode only */
+  struct held h;
+  void *p = NULL;
+  hold(&h);
+  assert_int_equal(mori_symm_alloc(MiB, 0, &p), 0);
+  /* the held stream has not moved: alloc did not wait for it */
+  assert_int_equal(mori_hipEventQuery(h.after), hipErrorNotReady);
+  let_go(&h);
+  assert_int_equal(mori_symm_free(p), 0);
+}
+
+static void alloc_on_stream_zeroes_in_that_stream_s_order(void **s) {
+  assert_true(async_mode());
+  struct held h;
+  void *p = NULL;
+  hold(&h);
+  assert_int_equal(mori_symm_alloc_on_stream(MiB, 0, h.s, &p), 0);
+  assert_int_equal(mori_hipEventQuery(h.after), hipErrorNotReady);
+  /* written before the stream reached the zeroing: the zeroing wins */
+  memset(p, 0xab, 4096);
+  let_go(&h);
+  for (int i = 0; i < 4096; i++)
+    if (((unsigned char *)p)[i] != 0) fail_msg("byte %d is 0x%x after the stream ran", i,
+                                               ((unsigned char *)p)[i]);
+  assert_int_equal(mori_symm_free(p), 0);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(barrier_orders_every_rank_at_2_ranks),
+      cmocka_unit_test(barrier_orders_every_rank_at_5_ranks),
+      cmocka_unit_test(dissemination_barrier_orders_every_rank_at_6_ranks),
+      cmocka_unit_test(put_wait_interleave_with_barriers_on_one_channel),
+      cmocka_unit_test(captured_barrier_and_signals_replay_correctly),
+      cmocka_unit_test(barrier_with_a_dead_peer_fails_in_bounded_time_naming_it),
+      cmocka_unit_test(barrier_with_two_dead_peers_of_four_names_both),
+      cmocka_unit_test(wait_signal_without_a_put_fails_after_its_timeout),
+      cmocka_unit_test(put_signal_never_consumed_fails_after_its_timeout),
+      cmocka_unit_test(late_peer_or_busy_stream_within_the_timeout_is_no_failure),
+      cmocka_unit_test(alloc_waits_for_no_other_stream),
+      cmocka_unit_test(alloc_on_stream_zeroes_in_that_stream_s_order),
+  };
+  setenv("MORI_SIM_DEVICES", "16", 0);
+  setenv("MORI_SYMM_SHIM", "sim", 1);
+  return mori_run_tests(argc, argv, tests);
+}
