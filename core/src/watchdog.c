@@ -28,6 +28,8 @@ struct mori__watch {
   const char *op;
   hipEvent_t start, end;
   int end_recorded, started, releasing, done;
+  int held;    /* the caller has not called mori__watch_end yet */
+  int retired; /* off the list; the caller frees it at mori__watch_end */
   double deadline_ms;
   int ncells;
   struct mori__watch_cell cells[];
@@ -125,11 +127,21 @@ static void unlink_entry(struct mori__watch *x) {
   else wd.tail = x->prev;
 }
 
-static void retire(struct mori__watch *x) {
-  unlink_entry(x);
+static void entry_free(struct mori__watch *x) {
   event_put(x->device, x->start);
   event_put(x->device, x->end);
   free(x);
+}
+
+/* Off the list; freed now, or by its caller's mori__watch_end if the
+ * caller still holds it (a release can end the waits while the caller is
+ * still enqueuing: the sim's sync mode runs the waits in the call). */
+static void retire(struct mori__watch *x) {
+  unlink_entry(x);
+  if (x->held)
+    x->retired = 1;
+  else
+    entry_free(x);
   pthread_cond_broadcast(&wd.changed);
 }
 
@@ -144,6 +156,12 @@ static int reached(hipEvent_t ev) {
 }
 
 /* ---- releasing an expired entry (outside wd.lock) ---- */
+
+/* Whether the caller recorded the end event (it may do so while the entry
+ * is being released). */
+static int recorded(const struct mori__watch *x) {
+  return __atomic_load_n(&x->end_recorded, __ATOMIC_ACQUIRE);
+}
 
 static int met(const struct mori__watch_cell *c, uint32_t v) {
   return c->flags == hipStreamWaitValueAnd ? (v & c->value) != 0 : v == c->value;
@@ -166,7 +184,7 @@ static void fail_window(const struct mori__watch *x, const char *fmt, ...) {
 static int release(struct mori__watch *x) {
   hipStream_t svc = NULL;
   (void)mori_hipSetDevice(x->device);
-  if (x->end_recorded && reached(x->end)) return 1;
+  if (recorded(x) && reached(x->end)) return 1;
   if (mori__service_stream(x->device, &svc) != 0) {
     fail_window(x, "%s on channel %d: no release after %d ms: %s", x->op, x->channel,
                 x->timeout_ms, mori_last_error());
@@ -187,7 +205,7 @@ static int release(struct mori__watch *x) {
    * peers did write, the stream is behind other work, not stuck. */
   struct timespec pause = {0, 1000000};
   if (missing > 0) nanosleep(&pause, NULL);
-  if (missing == 0 || (x->end_recorded && reached(x->end))) {
+  if (missing == 0 || (recorded(x) && reached(x->end))) {
     free(vals);
     return missing > 0;
   }
@@ -231,7 +249,7 @@ static struct mori__watch *scan(double now, double *next) {
     nx = x->next;
     if (x->releasing) continue;
     (void)mori_hipSetDevice(x->device);
-    if (x->end_recorded && reached(x->end)) {
+    if (recorded(x) && reached(x->end)) {
       retire(x);
       continue;
     }
@@ -302,6 +320,7 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
   x->channel = channel;
   x->timeout_ms = timeout_ms;
   x->ncells = ncells;
+  x->held = 1;
   memcpy(x->cells, cells, (size_t)ncells * sizeof x->cells[0]);
   int rc = event_get(device, &x->start);
   if (rc == 0) rc = event_get(device, &x->end);
@@ -336,8 +355,12 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
 int mori__watch_end(struct mori__watch *x, hipStream_t stream) {
   hipError_t e = mori_hipEventRecord(x->end, stream);
   pthread_mutex_lock(&wd.lock);
-  /* Unrecorded, the entry still ends: by its waits' release at the deadline. */
-  if (e == hipSuccess) x->end_recorded = 1;
+  x->held = 0;
+  if (x->retired)
+    entry_free(x);
+  else if (e == hipSuccess)
+    /* unrecorded, it still ends: by its release at the deadline */
+    __atomic_store_n(&x->end_recorded, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&wd.lock);
   return e == hipSuccess ? 0 : mori__hip_error("hipEventRecord", e);
 }
