@@ -194,6 +194,14 @@ static int replay_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   mori_symm_signal_stats_get(&s1);
   CHECK(s1.captured - s0.captured == 3 && s1.watched == s0.watched,
         "captured %ld calls, watched %ld", s1.captured - s0.captured, s1.watched - s0.watched);
+  /* the captured barrier is a put and a wait per peer: 6(N-1) memops, plus
+   * 3 + 3 for the put and the wait; none a poll of a peer */
+  long each = 2L * (ctx->world - 1) + 2;
+  CHECK(s1.remote_writes - s0.remote_writes == each && s1.local_writes - s0.local_writes == each &&
+            s1.local_waits - s0.local_waits == each && s1.remote_waits == 0,
+        "captured memops: %ld remote writes, %ld local writes, %ld waits, %ld polls",
+        s1.remote_writes - s0.remote_writes, s1.local_writes - s0.local_writes,
+        s1.local_waits - s0.local_waits, s1.remote_waits);
   for (int i = 1; i <= 40; i++) {
     if (ctx->rank == 0 && i % 8 == 0) sleep_ms(10);
     CHECK(put_word(w, ctx->rank, 0, (uint32_t)i) == 0, "write");
@@ -214,6 +222,7 @@ static int replay_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void captured_barrier_and_signals_replay_correctly(void **s) {
   ranks_run(3, replay_rank, NULL, 0);
+  ranks_run(2, replay_rank, NULL, 0);
 }
 
 /* ---- bounded waits ---- */
