@@ -30,8 +30,14 @@ struct CudaGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 std::mutex table_mutex;
 std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups;
-std::map<std::string, c10::intrusive_ptr<c10d::symmetric_memory::SymmetricMemoryAllocator>>
-    allocators;
+// A function-local static, as torch's AllocatorMap::get(): backends register
+// from their own static initializers, in whatever order the link gives.
+std::map<std::string, c10::intrusive_ptr<c10d::symmetric_memory::SymmetricMemoryAllocator>>&
+allocators() {
+  static auto* table = new std::map<std::string,
+                                    c10::intrusive_ptr<c10d::symmetric_memory::SymmetricMemoryAllocator>>();
+  return *table;
+}
 size_t signal_pad_size = 9216;
 
 // The store calls a rendezvous makes, over the launcher's file store.
@@ -134,7 +140,7 @@ namespace c10d::symmetric_memory {
 void register_availability(const std::string& name,
                            c10::intrusive_ptr<SymmetricMemoryAllocator> allocator) {
   std::lock_guard<std::mutex> lock(table_mutex);
-  allocators[name] = std::move(allocator);
+  allocators()[name] = std::move(allocator);
 }
 
 GroupInfo& get_group_info(const std::string& group_name) {
@@ -158,8 +164,8 @@ void add_group(const std::string& name, int rank, int size, c10::intrusive_ptr<c
 
 c10d::symmetric_memory::SymmetricMemoryAllocator* registered(const std::string& name) {
   std::lock_guard<std::mutex> lock(table_mutex);
-  auto it = allocators.find(name);
-  return it == allocators.end() ? nullptr : it->second.get();
+  auto it = allocators().find(name);
+  return it == allocators().end() ? nullptr : it->second.get();
 }
 
 void set_signal_pad_size(size_t bytes) { signal_pad_size = bytes; }

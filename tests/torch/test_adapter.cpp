@@ -307,6 +307,26 @@ BODY(rendezvous_phases_are_timed_rank) {
   return 0;
 }
 
+// A TCPStore's wait() that times out logs a c10d warning each time, and the
+// core asks for keys in 10 ms slices: over any store the wrapper polls with
+// check() and never calls wait().  Rank 1 comes 300 ms late, so rank 0
+// waits that long for its keys; the polling backs off over the whole wait
+// (a fixed 20 us poll would make thousands of checks).
+BODY(store_is_polled_never_waited_rank) {
+  symm::SymmetricMemoryAllocator* a = setup(ctx);
+  void* p = a->alloc(MiB, ctx->rank, std::string("world"));
+  if (ctx->rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  long waits = store_calls.waits, calls = store_calls.calls;
+  Handle h = a->rendezvous(p, std::nullopt);
+  CHECK(store_calls.waits == waits, "c10d::Store::wait() was called %ld time(s)",
+        store_calls.waits - waits);
+  CHECK(store_calls.calls - calls < 400, "%ld store calls for one rendezvous",
+        store_calls.calls - calls);
+  h->barrier(0, 0);
+  snprintf(msg, msglen, "ok");
+  return 0;
+}
+
 // torch's contract for pointers and groups: an unknown pointer is None;
 // without a group anywhere rendezvous raises; lookups take what alloc gave.
 BODY(lookups_and_groups_rank) {
@@ -349,6 +369,7 @@ void signal_bounds_in_torchs_words(void**) { run(2, signal_bounds_in_torchs_word
 void release_all_ends_every_handle(void**) { run(2, release_all_ends_every_handle_rank); }
 void rendezvous_phases_are_timed(void**) { run(2, rendezvous_phases_are_timed_rank); }
 void lookups_and_groups(void**) { run(2, lookups_and_groups_rank); }
+void store_is_polled_never_waited(void**) { run(2, store_is_polled_never_waited_rank); }
 
 }  // namespace
 
@@ -363,6 +384,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(release_all_ends_every_handle),
       cmocka_unit_test(rendezvous_phases_are_timed),
       cmocka_unit_test(lookups_and_groups),
+      cmocka_unit_test(store_is_polled_never_waited),
   };
   setenv("MORI_SIM_DEVICES", "4", 0);
   setenv("MORI_SYMM_TIMEOUT_MS", "5000", 0);

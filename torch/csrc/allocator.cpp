@@ -11,6 +11,7 @@
 #include <c10/util/env.h>
 
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,6 +87,22 @@ void log_trace(const RendezvousTrace& t) {
 
 void set_wait_hooks(WaitHooks hooks) { wait_hooks = hooks; }
 
+std::string message(const char* format, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, format);
+  int n = std::vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  if (n < 0) return std::string(format);
+  if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, static_cast<size_t>(n));
+  std::string long_text(static_cast<size_t>(n) + 1, '\0');  // rare: a long store or group name
+  va_start(ap, format);
+  std::vsnprintf(&long_text[0], long_text.size(), format, ap);
+  va_end(ap);
+  long_text.resize(static_cast<size_t>(n));
+  return long_text;
+}
+
 double now_us() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -125,7 +142,7 @@ void MoriAllocator::ensure_shim() {
   std::lock_guard<std::mutex> lock(shim_mutex_);
   if (shim_ready_) return;
   double t0 = now_us();
-  TORCH_CHECK(mori_shim_select(shim_.c_str()) == 0, "MORI: ", mori_shim_message());
+  TORCH_CHECK(mori_shim_select(shim_.c_str()) == 0, message("MORI: %s", mori_shim_message()).c_str());
   shim_ready_ = true;
   if (log_info())
     std::fprintf(stderr, "[mori-symm INFO] shim %s up in %.0f us\n", mori_shim_backend(),
@@ -184,8 +201,10 @@ void MoriAllocator::free(void* ptr) {
 size_t MoriAllocator::get_alloc_size(void* ptr) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = blocks_.find(ptr);
-  TORCH_CHECK(it != blocks_.end(), "MoriAllocator::get_alloc_size: ", ptr,
-              " was not allocated by MoriAllocator::alloc");
+  TORCH_CHECK(it != blocks_.end(),
+              message("MoriAllocator::get_alloc_size: %p was not allocated by MoriAllocator::alloc",
+                      ptr)
+                  .c_str());
   return it->second.size;
 }
 
@@ -211,9 +230,10 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous(
     if (block == nullptr) {
       // torch's contract: None for memory that is not symmetric (its ops
       // test tensors this way), with the built-in backend's warning.
-      TORCH_WARN("MORI rendezvous: ", ptr,
-                 " is not within any SymmetricMemory allocation; is the tensor allocated "
-                 "from SymmetricMemory?");
+      TORCH_WARN(message("MORI rendezvous: %p is not within any SymmetricMemory allocation; is "
+                         "the tensor allocated from SymmetricMemory?",
+                         ptr)
+                     .c_str());
       return nullptr;
     }
     // An empty name means "the group given at allocation", as in torch's
@@ -251,7 +271,7 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
   trace.group = group;
   double t0 = now_us();
   Group g = resolve_group(group);
-  TORCH_CHECK(g.store, "MORI rendezvous: group '", group, "' has no store");
+  TORCH_CHECK(g.store, message("MORI rendezvous: group '%s' has no store", group.c_str()).c_str());
   trace.rank = g.rank;
   trace.world_size = g.world_size;
   trace.resolve_us = now_us() - t0;
@@ -269,7 +289,7 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
   // The message is thread-local: take it before anything else can touch it.
   std::string why = rc == 0 ? std::string() : std::string(mori_last_error());
   store->destroy(store);
-  TORCH_CHECK(rc == 0, why);
+  TORCH_CHECK(rc == 0, why.c_str());
   trace.core_us = c1 - c0;
   fill_phases(trace, times, c0, c1);
 
@@ -277,8 +297,8 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = blocks_.find(base);
-    TORCH_CHECK(it != blocks_.end(), "MORI rendezvous: block ", base,
-                " was freed while its rendezvous ran");
+    TORCH_CHECK(it != blocks_.end(),
+                message("MORI rendezvous: block %p was freed while its rendezvous ran", base).c_str());
     bool known = false;
     for (const Window& e : it->second.windows) known |= e.group == group;
     if (!known) it->second.windows.push_back(Window{group, w});

@@ -6,6 +6,8 @@
 
 #include "mori_torch.hpp"
 
+#include <sstream>
+
 namespace py = pybind11;
 
 namespace mori_torch {
@@ -75,6 +77,25 @@ py::dict last_rendezvous() {
   return d;
 }
 
+// This thread's Python thread state if it holds the GIL, else null; never
+// fatal (PyThreadState_Get is, without the GIL).
+PyThreadState* current_thread_state() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked();
+#else
+  return _PyThreadState_UncheckedGet();
+#endif
+}
+
+// A diagnostic for tests/gpu/torch_suite.sh: n inserted into a std::ostream
+// inside this extension, the one thing the adapter's messages avoid
+// (docs/torch.md, "Messages").  Where that hazard is present it crashes.
+std::string stream_probe(long n) {
+  std::ostringstream out;
+  out << n;
+  return out.str();
+}
+
 py::tuple probe(int device) {
   int handle_type = 0;
   char why[256] = "";
@@ -90,7 +111,10 @@ PYBIND11_MODULE(_C, m) {
   // A new rendezvous lets the GIL go while it waits for its peers (torch's
   // binding calls it holding the GIL); only a thread that holds it does.
   set_wait_hooks(WaitHooks{
-      []() -> void* { return PyGILState_Check() ? PyEval_SaveThread() : nullptr; },
+      // The current thread state is non-null exactly while this thread
+      // holds the GIL (PyGILState_Check answers 1 regardless once
+      // sub-interpreters exist); torch's ops call in without it.
+      []() -> void* { return current_thread_state() != nullptr ? PyEval_SaveThread() : nullptr; },
       [](void* saved) {
         if (saved != nullptr) PyEval_RestoreThread(static_cast<PyThreadState*>(saved));
       }});
@@ -104,5 +128,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("window_info", &window_info, py::arg("handle"));
   m.def("last_rendezvous", &last_rendezvous);
   m.def("probe", &probe, py::arg("device"));
+  m.def("_stream_probe", &stream_probe, py::arg("n"));
   m.def("teardown_enabled", [] { return mori_symm_teardown_enabled() != 0; });
 }

@@ -198,6 +198,15 @@ void set_wait_hooks(WaitHooks hooks);
 // A steady clock in microseconds, for the adapter's phase timings.
 double now_us();
 
+// The text of an error or warning, formatted with printf's rules.  Every
+// TORCH_CHECK / TORCH_WARN of the adapter takes exactly one C string made
+// here: a number or pointer given to c10::str would be inserted into a
+// std::ostream inside this extension, and on the GPU host that crashed the
+// process (SIGSEGV) where the same insertion inside libtorch did not
+// (docs/torch.md, "Messages").  ctest torch.adapter_formats_no_numbers keeps
+// the adapter's objects free of numeric stream insertion.
+std::string message(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 // MORI_SYMM_DEBUG at INFO or above: the adapter logs its phase timings.
 bool log_info();
 

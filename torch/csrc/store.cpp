@@ -5,11 +5,10 @@
 // is how the adapter sees the phases of a rendezvous.
 #include "mori_torch.hpp"
 
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +20,7 @@ Group resolve_group(const std::string& name) {
   std::string registry_why;
   try {
     auto pg = c10d::resolve_process_group(name);
-    TORCH_CHECK(pg->getStore(), "MORI: process group '", name, "' has no store");
+    TORCH_CHECK(pg->getStore(), message("MORI: process group '%s' has no store", name.c_str()).c_str());
     return Group{pg->getRank(), pg->getSize(), pg->getStore()};
   } catch (const c10::Error& e) {
     registry_why = e.what_without_backtrace();
@@ -30,9 +29,10 @@ Group resolve_group(const std::string& name) {
     auto& info = symm::get_group_info(name);
     return Group{info.rank, info.world_size, info.store};
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "MORI rendezvous: group '", name,
-                "' is neither a registered process group (", registry_why,
-                ") nor set with set_group_info (", e.what_without_backtrace(), ")");
+    TORCH_CHECK(false, message("MORI rendezvous: group '%s' is neither a registered process group "
+                               "(%s) nor set with set_group_info (%s)",
+                               name.c_str(), registry_why.c_str(), e.what_without_backtrace())
+                           .c_str());
   }
 }
 
@@ -41,24 +41,14 @@ namespace {
 // The core sees only the mori_store base.
 struct TorchStore : mori_store {
   c10::intrusive_ptr<c10d::Store> store;
-  // FileStore::wait() sleeps in 10 ms slices (and measures its timeout in
-  // whole seconds); on it a missing key is polled with check() instead.
-  bool poll;
   StoreTimes* times;
+  // When each key still missing was first asked for: the core asks in
+  // short slices (so that it can look for a peer's abort between them), and
+  // the polling backs off over the whole wait for a key, not per slice.
+  std::map<std::string, std::chrono::steady_clock::time_point> awaited;
 };
 
 TorchStore* of(mori_store* s) { return static_cast<TorchStore*>(s); }
-
-bool is_file_store(c10::intrusive_ptr<c10d::Store> store) {
-  // Groups' stores are PrefixStores over the default store, often twice.
-  for (int depth = 0; store && depth < 8; depth++) {
-    if (dynamic_cast<c10d::FileStore*>(store.get()) != nullptr) return true;
-    auto* prefix = dynamic_cast<c10d::PrefixStore*>(store.get());
-    if (prefix == nullptr) return false;
-    store = prefix->getUnderlyingStore();
-  }
-  return false;
-}
 
 // "mori_symm/<group>/<incarnation>/<seq>/<what>/<rank>" -> what; the core's
 // phases are marked by its "req" and "mapped" entries.
@@ -110,43 +100,43 @@ int store_set(mori_store* s, const char* key, const void* value, size_t len) {
   }
 }
 
-// check() until the key is there or timeout_ms passed, sleeping 50 us at
-// first and doubling up to 1 ms: most keys are nearly there.
-bool poll_key(c10d::Store& store, const std::vector<std::string>& keys, int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto pause = std::chrono::microseconds(50);
-  for (;;) {
-    if (store.check(keys)) return true;
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
-    if (pause < std::chrono::milliseconds(1)) pause *= 2;
-  }
-}
-
-// True once the key exists; false if timeout_ms passes first.  A zero
-// timeout is one check() (wait(0) would mean "no timeout").  Otherwise the
-// store's own wait(), which a TCPStore answers the moment the key is set;
-// its timeout is an exception, but a network error is not a timeout and
-// propagates.
-bool await_key(TorchStore* t, const std::vector<std::string>& keys, int timeout_ms) {
+// True once the key exists; false if timeout_ms passes first (0: one
+// check()).  Every store is polled with check(), never waited on with
+// wait(): a TCPStore's wait() that times out logs a c10d warning
+// ("waitForInput ... timed out") each time, which the core's short slices
+// would turn into thousands of lines, and a FileStore's wait() sleeps in
+// 10 ms steps.  The pause between checks grows with how long the key has
+// been awaited (an eighth of it, from 20 us up to 2 ms), so a key that
+// comes soon is seen soon and a long wait costs the store few requests.
+bool await_key(TorchStore* t, const std::string& key, int timeout_ms) {
+  using clock = std::chrono::steady_clock;
   c10d::Store& store = *t->store;
-  if (timeout_ms <= 0) return store.check(keys);
-  if (t->poll) return poll_key(store, keys, timeout_ms);
-  try {
-    store.wait(keys, std::chrono::milliseconds(timeout_ms));
+  const std::vector<std::string> keys{key};
+  if (store.check(keys)) {
+    t->awaited.erase(key);
     return true;
-  } catch (const c10::DistNetworkError&) {
-    throw;
-  } catch (const c10::Error&) {
-    return store.check(keys);
+  }
+  if (timeout_ms <= 0) return false;
+  clock::time_point now = clock::now();
+  clock::time_point deadline = now + std::chrono::milliseconds(timeout_ms);
+  clock::time_point since = t->awaited.emplace(key, now).first->second;
+  for (;;) {
+    if (now >= deadline) return false;
+    auto pause = std::clamp<clock::duration>((now - since) / 8, std::chrono::microseconds(20),
+                                             std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::min<clock::duration>(pause, deadline - now));
+    if (store.check(keys)) {
+      t->awaited.erase(key);
+      return true;
+    }
+    now = clock::now();
   }
 }
 
 int store_get(mori_store* s, const char* key, void** value, size_t* len, int timeout_ms) {
   double started = now_us();
   try {
-    bool found = await_key(of(s), {key}, timeout_ms);
+    bool found = await_key(of(s), key, timeout_ms);
     note_get(of(s), key, found, started);
     if (!found)
       return mori__error(MORI_ETIMEDOUT, "c10d::Store: %s not set within %d ms", key,
@@ -186,7 +176,6 @@ mori_store* wrap_store(c10::intrusive_ptr<c10d::Store> store, StoreTimes* times)
   t->get = store_get;
   t->add = store_add;
   t->destroy = store_destroy;
-  t->poll = is_file_store(store);
   t->times = times;
   t->store = std::move(store);
   return t;

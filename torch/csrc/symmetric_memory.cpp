@@ -25,18 +25,20 @@ int timeout_arg(size_t timeout_ms) {
 // The checks torch's backend makes before it launches a signal kernel, in
 // its words, so that code (and tests) matching torch's messages match ours.
 void check_peer(const char* what, int rank, int world_size) {
-  TORCH_CHECK(rank >= 0 && rank < world_size, "MORI ", what, ": rank must be in [0, ",
-              world_size, ") (got ", rank, ")");
+  TORCH_CHECK(rank >= 0 && rank < world_size,
+              message("MORI %s: rank must be in [0, %d) (got %d)", what, world_size, rank).c_str());
 }
 
 void check_channel(const char* what, mori_window* w, int channel) {
   // A window without a pad has no channels; the core says so.
   if (mori_window_signal_pad_size(w) == 0) return;
   int channels = mori_window_max_channels(w);
-  TORCH_CHECK(channel >= 0 && channel < channels, "MORI ", what, ": channel ", channel,
-              " is out of range; the maximum supported channel is ", channels - 1, " (",
-              mori_window_signal_pad_size(w), "-byte signal pad, ", mori_window_world_size(w),
-              " ranks)");
+  TORCH_CHECK(channel >= 0 && channel < channels,
+              message("MORI %s: channel %d is out of range; the maximum supported channel is %d "
+                      "(%zu-byte signal pad, %d ranks)",
+                      what, channel, channels - 1, mori_window_signal_pad_size(w),
+                      mori_window_world_size(w))
+                  .c_str());
 }
 
 }  // namespace
@@ -59,7 +61,9 @@ MoriSymmetricMemory::~MoriSymmetricMemory() {
 bool MoriSymmetricMemory::live() const { return mori_window_world_size(window_) >= 0; }
 
 mori_window* MoriSymmetricMemory::window(const char* what) const {
-  TORCH_CHECK(live(), "MORI ", what, " on a handle of group ", group_, ": ", mori_last_error());
+  TORCH_CHECK(live(), message("MORI %s on a handle of group %s: %s", what, group_.c_str(),
+                              mori_last_error())
+                          .c_str());
   return window_;
 }
 
