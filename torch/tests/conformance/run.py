@@ -113,7 +113,8 @@ class World:
             env.update(RANK=str(r), WORLD_SIZE=str(spec.nranks), LOCAL_RANK=str(r),
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1",
                        NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-                       NVSHMEM_DISABLE_NVLS="1")
+                       NVSHMEM_DISABLE_NVLS="1", PYTHONFAULTHANDLER="1",
+                       TORCH_SHOW_CPP_STACKTRACES="1", TORCH_DISABLE_ADDR2LINE="1")
             env.update(spec.env)
             cmd = [sys.executable, str(WORKER), "--backend", spec.backend, "--kind", spec.kind,
                    "--checks", ",".join(checks), "--state", str(self.states[r])]
