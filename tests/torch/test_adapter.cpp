@@ -311,9 +311,13 @@ BODY(rendezvous_phases_are_timed_rank) {
 // core asks for keys in 10 ms slices: over any store the wrapper polls with
 // check() and never calls wait().  Rank 1 comes 300 ms late, so rank 0
 // waits that long for its keys; the polling backs off over the whole wait
-// (a fixed 20 us poll would make thousands of checks).
+// (a fixed 20 us poll would make thousands of checks).  A first rendezvous
+// agrees the group's incarnation, where rank 0 answers joins in a loop of
+// its own; the one measured is the second.
 BODY(store_is_polled_never_waited_rank) {
   symm::SymmetricMemoryAllocator* a = setup(ctx);
+  void* first = a->alloc(MiB, ctx->rank, std::string("world"));
+  Handle h0 = a->rendezvous(first, std::nullopt);
   void* p = a->alloc(MiB, ctx->rank, std::string("world"));
   if (ctx->rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   long waits = store_calls.waits, calls = store_calls.calls;
