@@ -101,6 +101,10 @@ struct op {
 struct plan {
   struct op *ops;
   int n, cap;
+  /* an eager barrier's count, set once its first operation is enqueued
+   * (a call that fails before enqueuing anything leaves the count alone,
+   * or this rank would be a barrier ahead of its peers) */
+  uint64_t *count, value;
 };
 
 static int plan_add(struct plan *p, struct op op) {
@@ -152,7 +156,9 @@ static int plan_captured_barrier(struct plan *p, const mori_window *w, int chann
 }
 
 static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape shape) {
-  uint64_t n = __atomic_add_fetch(&w->signals->barriers[channel], 1, __ATOMIC_RELAXED);
+  uint64_t n = __atomic_load_n(&w->signals->barriers[channel], __ATOMIC_RELAXED) + 1;
+  p->count = &w->signals->barriers[channel];
+  p->value = n;
   uint32_t mine = phase(n), accept = phase(n) | phase(n + 1);
   int world = w->world, rank = w->rank;
   if (shape == SHAPE_FLAT) {
@@ -210,7 +216,11 @@ static int run(mori_window *w, hipStream_t stream, const char *opname, int chann
     free(cells);
     if (rc != 0) return rc;
   }
-  for (int i = 0; i < p->n && rc == 0; i++) rc = enqueue(w, stream, opname, channel, &p->ops[i]);
+  for (int i = 0; i < p->n && rc == 0; i++) {
+    rc = enqueue(w, stream, opname, channel, &p->ops[i]);
+    if (rc == 0 && i == 0 && p->count != NULL)
+      __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
+  }
   if (watch != NULL) {
     int end = mori__watch_end(watch, stream);
     if (rc == 0) rc = end;
@@ -249,7 +259,7 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
                        int timeout_ms) {
   const char *name = call_names[what];
   hipStream_t stream = (hipStream_t)stream_arg;
-  struct plan p = {NULL, 0, 0};
+  struct plan p = {NULL, 0, 0, NULL, 0};
   int captured = 0, rc = check_signal(w, name, what == CALL_BARRIER ? w->rank : peer, channel);
   enum shape shape = barrier_shape();
   if (rc == 0 && what == CALL_BARRIER && shape == SHAPE_INVALID)
