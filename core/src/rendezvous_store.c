@@ -1,12 +1,14 @@
 /*
  * rendezvous_store.c - what a rendezvous keeps in the store: the group's
- * incarnation (agreed once per group and process, so that nothing an
- * earlier run left in a store that outlived it is ever taken as current),
- * the key of each entry, gathers that stop early when a peer published an
- * abort, the abort itself, and the encoded requests.
+ * incarnation (so that nothing an earlier run left in a store that outlived
+ * it is ever taken as current), the key of each entry, gathers that stop
+ * early when a peer published an abort, the abort itself, and the encoded
+ * requests.
  *
- * Incarnations (docs/security.md has the argument in full).  Rank 0 of a
- * group, its leader, draws a random 128-bit id; every other rank draws a
+ * Incarnations (docs/security.md has the argument in full).  The store may
+ * carry one, handed to every rank by the job's launcher; otherwise the
+ * ranks agree one at the group's first rendezvous in the process.  Rank 0
+ * of a group, its leader, draws a random 128-bit id; every other rank draws a
  * random 128-bit nonce, publishes it as its join, and waits for the answer
  * under a key named by that nonce, which no earlier run can have written.
  * The leader answers whatever join it finds for each rank, and answers
@@ -24,10 +26,10 @@
 
 typedef char hex_id[ID_HEX + 1];
 
-/* One per group and process, like the sequence numbers.  The thread whose
- * rendezvous agrees it is the only one to touch it until it is AGREED;
- * others of the group wait for that.  No lock is held while the store is
- * waited on. */
+/* An in-band incarnation: one per group and process, like the sequence
+ * numbers.  The thread whose rendezvous agrees it is the only one to touch
+ * it until it is agreed; others of the group wait for that.  No lock is
+ * held while the store is waited on. */
 typedef struct incarnation {
   struct incarnation *next;
   int agreed;
