@@ -331,6 +331,38 @@ BODY(store_is_polled_never_waited_rank) {
   return 0;
 }
 
+// torch's timeout tests: a barrier with timeout_ms that rank 1 never joins
+// ends in an exception (torch's RuntimeError) naming rank 1, by the call
+// or by the next signal call on the handle, and not at the test's own
+// bound: the adapter hands timeout_ms to the core unchanged.
+BODY(signal_timeout_raises_rank) {
+  symm::SymmetricMemoryAllocator* a = setup(ctx);
+  void* p = a->alloc(MiB, ctx->rank, std::string("world"));
+  Handle h = a->rendezvous(p, std::nullopt);
+  if (ctx->rank != 0) {
+    void* v = nullptr;
+    size_t n = 0;
+    CHECK(ctx->store->get(ctx->store, "test/timeout_done", &v, &n, 30000) == 0,
+          "rank 0 never finished: %s", mori_last_error());
+    std::free(v);
+    snprintf(msg, msglen, "ok");
+    return 0;
+  }
+  std::string what;
+  double t0 = mori_torch::now_us();
+  bool raised = raises([&] {
+    h->barrier(3, 500);
+    mori_hipStreamSynchronize(nullptr);
+    h->put_signal(0, 2, 0);  // the next call: needs no peer
+  }, "never signalled", &what);
+  double ms = (mori_torch::now_us() - t0) / 1e3;
+  (void)ctx->store->set(ctx->store, "test/timeout_done", "1", 1);
+  CHECK(raised, "the barrier's timeout: %s", what.c_str());
+  CHECK(ms < 10000, "the error came after %.0f ms", ms);
+  snprintf(msg, msglen, "ok");
+  return 0;
+}
+
 // torch's contract for pointers and groups: an unknown pointer is None;
 // without a group anywhere rendezvous raises; lookups take what alloc gave.
 BODY(lookups_and_groups_rank) {
@@ -374,6 +406,7 @@ void release_all_ends_every_handle(void**) { run(2, release_all_ends_every_handl
 void rendezvous_phases_are_timed(void**) { run(2, rendezvous_phases_are_timed_rank); }
 void lookups_and_groups(void**) { run(2, lookups_and_groups_rank); }
 void store_is_polled_never_waited(void**) { run(2, store_is_polled_never_waited_rank); }
+void signal_timeout_raises(void**) { run(2, signal_timeout_raises_rank); }
 
 }  // namespace
 
@@ -389,6 +422,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(rendezvous_phases_are_timed),
       cmocka_unit_test(lookups_and_groups),
       cmocka_unit_test(store_is_polled_never_waited),
+      cmocka_unit_test(signal_timeout_raises),
   };
   setenv("MORI_SIM_DEVICES", "4", 0);
   setenv("MORI_SYMM_TIMEOUT_MS", "5000", 0);
