@@ -212,7 +212,8 @@ static int run(mori_window *w, hipStream_t stream, const char *opname, int chann
       if (p->ops[i].kind == OP_WAIT)
         cells[n++] = (struct mori__watch_cell){p->ops[i].cell, p->ops[i].value, p->ops[i].release,
                                                p->ops[i].flags, p->ops[i].peer, p->ops[i].what};
-    rc = mori__watch_begin(w, stream, opname, channel, timeout_ms, cells, n, &watch);
+    /* nothing to wait for (a world of one): nothing to watch */
+    rc = n > 0 ? mori__watch_begin(w, stream, opname, channel, timeout_ms, cells, n, &watch) : 0;
     free(cells);
     if (rc != 0) return rc;
   }
