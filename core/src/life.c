@@ -184,6 +184,14 @@ int mori__block_teardown(mori_block *b) {
     }
   }
   (void)mori_hipSetDevice(b->device);
+  /* Work queued on the block (its zeroing on the caller's stream, the
+   * caller's kernels) must be done before the memory goes: an unmap under
+   * a pending memset is an illegal address that poisons the context. */
+  hipError_t e = mori_hipDeviceSynchronize();
+  if (e != hipSuccess && first == 0) {
+    first = mori__hip_error("hipDeviceSynchronize", e);
+    snprintf(message, sizeof message, "%s", mori_last_error());
+  }
   int rc = mori__unwind(&b->fsm, 0);
   if (rc != 0 && first == 0) first = rc;
   else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */

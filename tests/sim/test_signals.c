@@ -10,6 +10,7 @@
  * async mode each stream runs on a worker thread, as a GPU queue, so a wait
  * is only enqueued); the alloc cases need async mode and run only there.
  */
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -452,6 +453,34 @@ static void alloc_on_stream_zeroes_in_that_stream_s_order(void **s) {
   assert_int_equal(mori_symm_free(p), 0);
 }
 
+/* A free right after an alloc on a stream that has not yet run the
+ * zeroing: the block's mapping must outlive the work queued on it (on a GPU
+ * an unmap under a pending memset is an illegal address that poisons the
+ * context: the 4-rank demo on two H200s died of exactly that). */
+static void *open_gate_later(void *arg) {
+  sleep_ms(300);
+  __atomic_store_n((uint32_t *)arg, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void alloc_then_free_waits_for_the_work_queued_on_its_block(void **s) {
+  assert_true(async_mode());
+  struct held h;
+  void *p = NULL;
+  pthread_t opener;
+  hold(&h);
+  assert_int_equal(mori_symm_alloc_on_stream(MiB, 0, h.s, &p), 0);
+  assert_int_equal(pthread_create(&opener, NULL, open_gate_later, h.gate), 0);
+  assert_int_equal(mori_symm_free(p), 0);
+  /* the zeroing ran before the memory went */
+  assert_int_equal(mori_hipEventQuery(h.after), hipSuccess);
+  assert_int_equal(pthread_join(opener, NULL), 0);
+  let_go(&h);
+  mori_shim_ledger_counts c;
+  mori_shim_ledger(&c);
+  assert_int_equal(c.mappings + c.reservations + c.handles, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(barrier_orders_every_rank_at_2_ranks),
@@ -467,6 +496,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(late_peer_or_busy_stream_within_the_timeout_is_no_failure),
       cmocka_unit_test(alloc_waits_for_no_other_stream),
       cmocka_unit_test(alloc_on_stream_zeroes_in_that_stream_s_order),
+      cmocka_unit_test(alloc_then_free_waits_for_the_work_queued_on_its_block),
   };
   setenv("MORI_SIM_DEVICES", "16", 0);
   setenv("MORI_SYMM_SHIM", "sim", 1);
