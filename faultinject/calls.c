@@ -1,27 +1,42 @@
 /*
- * calls.c - the tables the schedule language and the trace format share:
- * call names and argument layouts (from fi_calls.h), the HIP error names,
- * and which calls give resources back.
+ * calls.c - the tables the schedule language, the trace format and the
+ * sweeps share: call names and argument layouts (from fi_calls.h), what
+ * each call can really return when it fails, the HIP error names and the
+ * errno names, and which calls give resources back.
  */
-#include "mori/fi.h"
+#include "fi_internal.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct {
   const char *name, *spec;
 } calls[MORI_FI_CALL__COUNT] = {
 #define ROW_HIP(name, arity, params, args, spec) {#name, spec},
-#define ROW_OS(name, spec) {#name, spec},
+#define ROW_OS(ret, name, params, args) {#name, ""},
     MORI_FI_HIP_CALLS(ROW_HIP) MORI_FI_OS_CALLS(ROW_OS)
 #undef ROW_HIP
 #undef ROW_OS
 };
+
+/* The OS calls a trace records: those that move or end an fd. */
+static const struct {
+  int call;
+  const char *spec;
+} recorded[] = {{MORI_FI_CALL_sendmsg, "fds:F bytes:z"},
+                {MORI_FI_CALL_recvmsg, "fds:F bytes:z"},
+                {MORI_FI_CALL_close, "fd:f"}};
 
 const char *mori_fi_call_name(int call) {
   return call >= 0 && call < MORI_FI_CALL__COUNT ? calls[call].name : NULL;
 }
 
 const char *mori_fi_call_spec(int call) {
+  for (size_t i = 0; i < COUNT(recorded); i++)
+    if (recorded[i].call == call) return recorded[i].spec;
   return call >= 0 && call < MORI_FI_CALL__COUNT ? calls[call].spec : NULL;
 }
 
@@ -30,25 +45,134 @@ static int name_is(const char *want, const char *name, size_t len) {
 }
 
 int mori_fi_call_find(const char *name, size_t len) {
-  for (int c = 0; c < MORI_FI_CALL__COUNT; c++) {
+  /* mori_hipMemMap and mori_openat are the exported spellings */
+  if (len > 5 && memcmp(name, "mori_", 5) == 0) name += 5, len -= 5;
+  for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
     if (name_is(calls[c].name, name, len)) return c;
-    /* mori_hipMemMap is the exported spelling of hipMemMap */
-    if (mori_fi_call_is_hip(c) && len > 5 && memcmp(name, "mori_", 5) == 0 &&
-        name_is(calls[c].name, name + 5, len - 5))
-      return c;
-  }
   return -1;
 }
 
 int mori_fi_call_releases(int call) {
   static const int releasing[] = {MORI_FI_CALL_hipMemRelease, MORI_FI_CALL_hipMemAddressFree,
                                   MORI_FI_CALL_hipMemUnmap, MORI_FI_CALL_hipFree};
-  for (size_t i = 0; i < sizeof releasing / sizeof releasing[0]; i++)
+  for (size_t i = 0; i < COUNT(releasing); i++)
     if (releasing[i] == call) return 1;
   return 0;
 }
 
-/* The shim's own list (hip_shim.h), so the two tables cannot drift. */
+/* ---- what each call can return when it fails ---- */
+
+#define ERRORS_MAX 6
+
+/* Runtime calls: the errors HIP documents or is known to return for each
+ * (docs/fault-injection.md lists them with their sources).  OS calls: the
+ * errors of the man page that can happen to the core's use of the call
+ * (regular files in a private directory, AF_UNIX datagram sockets). */
+static const int call_errors[MORI_FI_CALL__COUNT][ERRORS_MAX] = {
+    [MORI_FI_CALL_hipMemCreate] = {hipErrorOutOfMemory, hipErrorInvalidValue,
+                                   hipErrorNotSupported, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemRelease] = {hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemRetainAllocationHandle] = {hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemAddressReserve] = {hipErrorOutOfMemory, hipErrorInvalidValue,
+                                           hipErrorUnknown},
+    [MORI_FI_CALL_hipMemAddressFree] = {hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemMap] = {hipErrorOutOfMemory, hipErrorMapFailed, hipErrorInvalidValue,
+                                hipErrorNotSupported, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemUnmap] = {hipErrorUnmapFailed, hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemSetAccess] = {hipErrorInvalidValue, hipErrorOutOfMemory,
+                                      hipErrorNotSupported, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemGetAllocationGranularity] = {hipErrorInvalidValue, hipErrorNotSupported},
+    [MORI_FI_CALL_hipMemExportToShareableHandle] = {hipErrorInvalidValue, hipErrorNotSupported,
+                                                    hipErrorOutOfMemory, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemImportFromShareableHandle] = {hipErrorInvalidValue, hipErrorOutOfMemory,
+                                                      hipErrorNotSupported, hipErrorUnknown},
+    [MORI_FI_CALL_hipMalloc] = {hipErrorOutOfMemory, hipErrorUnknown},
+    [MORI_FI_CALL_hipFree] = {hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemcpy] = {hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemset] = {hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipGetDevice] = {hipErrorNotInitialized, hipErrorUnknown},
+    [MORI_FI_CALL_hipSetDevice] = {hipErrorInvalidDevice, hipErrorNotInitialized},
+    [MORI_FI_CALL_hipGetDeviceCount] = {hipErrorNotInitialized, hipErrorUnknown},
+    [MORI_FI_CALL_hipDeviceSynchronize] = {hipErrorLaunchFailure, hipErrorIllegalAddress,
+                                           hipErrorUnknown},
+    [MORI_FI_CALL_hipStreamSynchronize] = {hipErrorLaunchFailure, hipErrorIllegalAddress,
+                                           hipErrorUnknown},
+    [MORI_FI_CALL_hipStreamWriteValue32] = {hipErrorInvalidValue, hipErrorNotSupported,
+                                            hipErrorUnknown},
+    [MORI_FI_CALL_hipStreamWaitValue32] = {hipErrorInvalidValue, hipErrorNotSupported,
+                                           hipErrorUnknown},
+    [MORI_FI_CALL_hipDeviceGetAttribute] = {hipErrorInvalidValue, hipErrorInvalidDevice},
+    [MORI_FI_CALL_hipGetLastError] = {hipErrorUnknown},
+    [MORI_FI_CALL_hipRuntimeGetVersion] = {hipErrorNotInitialized},
+    [MORI_FI_CALL_hipStreamCreateWithFlags] = {hipErrorOutOfMemory, hipErrorInvalidValue},
+    [MORI_FI_CALL_hipStreamDestroy] = {hipErrorInvalidHandle, hipErrorUnknown},
+    [MORI_FI_CALL_hipStreamIsCapturing] = {hipErrorInvalidValue, hipErrorInvalidHandle},
+    [MORI_FI_CALL_hipEventCreateWithFlags] = {hipErrorOutOfMemory, hipErrorInvalidValue},
+    [MORI_FI_CALL_hipEventRecord] = {hipErrorInvalidHandle, hipErrorInvalidValue,
+                                     hipErrorUnknown},
+    [MORI_FI_CALL_hipEventQuery] = {hipErrorInvalidHandle, hipErrorLaunchFailure,
+                                    hipErrorUnknown},
+    [MORI_FI_CALL_hipEventSynchronize] = {hipErrorLaunchFailure, hipErrorInvalidHandle,
+                                          hipErrorUnknown},
+    [MORI_FI_CALL_hipEventDestroy] = {hipErrorInvalidHandle, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemsetAsync] = {hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown},
+    [MORI_FI_CALL_hipMemcpyAsync] = {hipErrorInvalidValue, hipErrorIllegalAddress,
+                                     hipErrorUnknown},
+    [MORI_FI_CALL_socket] = {EMFILE, ENFILE, ENOBUFS, ENOMEM},
+    [MORI_FI_CALL_bind] = {EADDRINUSE, EACCES, ENOSPC, ENOMEM},
+    [MORI_FI_CALL_connect] = {EINTR, EAGAIN, ECONNREFUSED, ENOENT},
+    [MORI_FI_CALL_setsockopt] = {ENOMEM, ENOBUFS},
+    [MORI_FI_CALL_poll] = {EINTR, ENOMEM},
+    [MORI_FI_CALL_sendmsg] = {EAGAIN, EINTR, ENOBUFS, ENOMEM, ECONNREFUSED, EPIPE},
+    [MORI_FI_CALL_recvmsg] = {EAGAIN, EINTR, ENOMEM, ENOBUFS},
+    [MORI_FI_CALL_openat] = {EINTR, EMFILE, ENFILE, ENOSPC, EACCES, ENOMEM},
+    [MORI_FI_CALL_read] = {EINTR, EIO},
+    [MORI_FI_CALL_write] = {EINTR, ENOSPC, EIO, EDQUOT},
+    [MORI_FI_CALL_fsync] = {EIO, ENOSPC, EDQUOT},
+    [MORI_FI_CALL_fstat] = {ENOMEM, EIO},
+    [MORI_FI_CALL_flock] = {EINTR, ENOLCK},
+    [MORI_FI_CALL_renameat] = {ENOSPC, EIO, EACCES, EDQUOT, ENOMEM},
+    [MORI_FI_CALL_unlinkat] = {EIO, EACCES, EBUSY, ENOMEM},
+    [MORI_FI_CALL_mkdirat] = {ENOSPC, EACCES, EDQUOT, ENOMEM},
+    [MORI_FI_CALL_fchmodat] = {EIO, ENOMEM, EPERM},
+    [MORI_FI_CALL_getdents64] = {EIO, ENOMEM, ENOENT},
+    [MORI_FI_CALL_inotify_init1] = {EMFILE, ENFILE, ENOMEM},
+    [MORI_FI_CALL_inotify_add_watch] = {ENOSPC, ENOMEM, EACCES},
+    /* kill(pid, 0) answers ESRCH for a pid that is gone: an answer, not a
+     * failure, so a fault is only what it cannot answer */
+    [MORI_FI_CALL_kill] = {EPERM},
+    [MORI_FI_CALL_malloc] = {ENOMEM},
+    [MORI_FI_CALL_calloc] = {ENOMEM},
+    [MORI_FI_CALL_realloc] = {ENOMEM},
+    [MORI_FI_CALL_strdup] = {ENOMEM},
+    [MORI_FI_CALL_close] = {EINTR, EIO},
+};
+
+/* A row nobody filled in still fails somehow; a test insists every row is
+ * filled, so that a new call of the seam comes with its real errors. */
+static const int unknown_hip[] = {hipErrorUnknown}, unknown_os[] = {EIO};
+
+static int row_length(int call) {
+  int n = 0;
+  while (call >= 0 && call < MORI_FI_CALL__COUNT && n < ERRORS_MAX && call_errors[call][n] != 0)
+    n++;
+  return n;
+}
+
+int mori_fi__call_errors_filled(int call) { return row_length(call) > 0; }
+
+int mori_fi_call_errors(int call, const int **errors) {
+  int n = row_length(call);
+  if (n > 0) {
+    *errors = call_errors[call];
+    return n;
+  }
+  *errors = mori_fi_call_is_hip(call) ? unknown_hip : unknown_os;
+  return 1;
+}
+
+/* ---- HIP error names: the shim's own list (hip_shim.h) ---- */
+
 #define MORI_ERROR_ROW(e) {e, #e},
 static const struct {
   int code;
@@ -57,16 +181,63 @@ static const struct {
 #undef MORI_ERROR_ROW
 
 const char *mori_fi_error_name(int code) {
-  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+  for (size_t i = 0; i < COUNT(errors); i++)
     if (errors[i].code == code) return errors[i].name;
   return NULL;
 }
 
 int mori_fi_error_find(const char *name, size_t len, int *code) {
-  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+  for (size_t i = 0; i < COUNT(errors); i++)
     if (name_is(errors[i].name, name, len)) {
       *code = errors[i].code;
       return 0;
     }
   return -1;
+}
+
+/* ---- errno names ---- */
+
+/* X(name, transient): transient errors are retried by their callers
+ * (ENOBUFS: a datagram socket's queue is full for now). */
+#define ERRNO_LIST(X)                                                                 \
+  X(EINTR, 1) X(EAGAIN, 1) X(ENOBUFS, 1) X(ENOMEM, 0) X(EMFILE, 0) X(ENFILE, 0)       \
+  X(ENOSPC, 0) X(EDQUOT, 0) X(EIO, 0) X(EPIPE, 0) X(EACCES, 0) X(EADDRINUSE, 0)       \
+  X(ECONNREFUSED, 0) X(ENOENT, 0) X(ENOLCK, 0) X(EBUSY, 0) X(EEXIST, 0) X(EINVAL, 0)  \
+  X(EBADF, 0) X(EPERM, 0) X(EROFS, 0) X(ETIMEDOUT, 0) X(ESRCH, 0)
+
+#define ERRNO_ROW(e, transient) {e, #e, transient},
+static const struct {
+  int value;
+  const char *name;
+  int transient;
+} errnos[] = {ERRNO_LIST(ERRNO_ROW)};
+#undef ERRNO_ROW
+
+const char *mori_fi_errno_name(int e) {
+  for (size_t i = 0; i < COUNT(errnos); i++)
+    if (errnos[i].value == e) return errnos[i].name;
+  return NULL;
+}
+
+int mori_fi_errno_find(const char *name, size_t len, int *e) {
+  for (size_t i = 0; i < COUNT(errnos); i++)
+    if (name_is(errnos[i].name, name, len)) {
+      *e = errnos[i].value;
+      return 0;
+    }
+  return -1;
+}
+
+int mori_fi_errno_transient(int e) {
+  for (size_t i = 0; i < COUNT(errnos); i++)
+    if (errnos[i].value == e) return errnos[i].transient;
+  return 0;
+}
+
+const char *mori_fi_failure_name(int call, int code, char *buf, size_t n) {
+  const char *name = mori_fi_call_is_hip(call) ? mori_fi_error_name(code)
+                                               : mori_fi_errno_name(code);
+  if (name != NULL) return name;
+  snprintf(buf, n, mori_fi_call_is_hip(call) ? "hipError(%d)" : "errno %d", code);
+  return buf;
 }

@@ -37,6 +37,21 @@ static int count_int(const char *name) {
 long mori_fi_injected(void) { return count("mori_fi_preload_injected"); }
 long mori_fi_calls(void) { return count("mori_fi_preload_calls"); }
 
+long mori_fi_progress(int rank) {
+  static long (*fn)(int);
+  static int looked;
+  if (!looked) { /* the launcher asks ten times a second per rank */
+    *(void **)&fn = preload_symbol("mori_fi_preload_progress");
+    looked = 1;
+  }
+  return fn ? fn(rank) : -1;
+}
+
+long mori_fi_refused(void) {
+  long n = count("mori_fi_preload_refused");
+  return n < 0 ? 0 : n;
+}
+
 const char *mori_fi_last_fault(void) {
   int (*fn)(void);
   *(void **)&fn = preload_symbol("mori_fi_preload_last_fault");

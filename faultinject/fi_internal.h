@@ -31,4 +31,7 @@ typedef struct mori_fi__param {
  * returns how many (at most MORI_FI_TRACE_ARGS). */
 int mori_fi__spec_params(int call, mori_fi__param *out);
 
+/* 1 if calls.c lists the errors call can return (a test checks them all). */
+int mori_fi__call_errors_filled(int call);
+
 #endif

@@ -14,34 +14,106 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 struct fi_real fi__real;
 pthread_mutex_t fi__lock = PTHREAD_MUTEX_INITIALIZER;
 struct fi_process fi__p = {.rank = -1, .record_fd = -1};
 
+/* Where an OS call goes when the schedule lets it through: the shim,
+ * except that sendmsg and recvmsg pass the datagram rules first and close
+ * drops what the datagram rules queued for the fd. */
+static struct fi_real next;
+
 /* ---- resolving the shim ---- */
 
+static int forward_close(int fd) {
+  fi__dgram_forget(fd);
+  int rc = fi__real.close(fd);
+  int saved = errno;
+  pthread_mutex_lock(&fi__lock);
+  fi__record_close(fd, rc);
+  pthread_mutex_unlock(&fi__lock);
+  errno = saved;
+  return rc;
+}
+
 static void resolve_once(void) {
-#define FI_RESOLVE(name, arity, params, args, spec)                                   \
+#define FI_RESOLVE_HIP(name, arity, params, args, spec)                               \
   *(void **)&fi__real.name = dlsym(RTLD_NEXT, "mori_" #name);
-  MORI_FI_HIP_CALLS(FI_RESOLVE)
-#undef FI_RESOLVE
-  *(void **)&fi__real.mori_sendmsg = dlsym(RTLD_NEXT, "mori_sendmsg");
-  *(void **)&fi__real.mori_recvmsg = dlsym(RTLD_NEXT, "mori_recvmsg");
-  *(void **)&fi__real.mori_close = dlsym(RTLD_NEXT, "mori_close");
+#define FI_RESOLVE_OS(ret, name, params, args)                                        \
+  *(void **)&fi__real.name = dlsym(RTLD_NEXT, "mori_" #name);
+  MORI_FI_HIP_CALLS(FI_RESOLVE_HIP)
+  MORI_FI_OS_CALLS(FI_RESOLVE_OS)
+#undef FI_RESOLVE_HIP
+#undef FI_RESOLVE_OS
   *(void **)&fi__real.mori_shim_message = dlsym(RTLD_NEXT, "mori_shim_message");
-  if (fi__real.hipMemCreate == NULL || fi__real.mori_close == NULL) {
+  if (fi__real.hipMemCreate == NULL || fi__real.close == NULL || fi__real.malloc == NULL) {
     /* Only a program that calls the shim gets here, so the shim is missing
      * from behind us: nothing can be forwarded. */
     fprintf(stderr, "MORI_FI: libmori_faultinject.so found no libmori_hip_shim.so behind it\n");
     abort();
   }
+  next = fi__real;
+  next.sendmsg = fi__dgram_sendmsg;
+  next.recvmsg = fi__dgram_recvmsg;
+  next.close = forward_close;
 }
 
 void fi__resolve(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, resolve_once);
+}
+
+/* ---- progress: every call of every rank, where the launcher sees it ---- */
+
+/* One counter per rank in memory shared with the process that loaded the
+ * fault shim first and every process it forks (the launcher and its
+ * ranks): a rank whose counter stands still while it is not in a call that
+ * may block is hung, however slow the machine (docs/fault-injection.md). */
+#define PROGRESS_RANKS 1024
+static long *progress;
+
+static void progress_map(void) {
+  void *p = mmap(NULL, PROGRESS_RANKS * sizeof *progress, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  progress = p == MAP_FAILED ? NULL : p;
+}
+
+static void progress_step(void) {
+  int r = fi__p.rank;
+  if (progress != NULL && r >= 0 && r < PROGRESS_RANKS)
+    __atomic_add_fetch(&progress[r], 1, __ATOMIC_RELAXED);
+}
+
+/* ---- refused releases ---- */
+
+/* The resources whose last release failed (injected or not): the ledger
+ * keeps them live, and a verdict that counts leaks must tell them from
+ * resources nobody tried to release.  Keyed by call and handle/address. */
+typedef struct refusal {
+  int call;
+  uintptr_t what;
+} refusal;
+static refusal *refused;
+static size_t nrefused, cap_refused;
+
+static void note_release(int call, uintptr_t what, int failed) {
+  for (size_t i = 0; i < nrefused; i++)
+    if (refused[i].call == call && refused[i].what == what) {
+      if (!failed) refused[i] = refused[--nrefused];
+      return;
+    }
+  if (!failed) return;
+  if (nrefused == cap_refused) {
+    size_t cap = cap_refused ? 2 * cap_refused : 16;
+    refusal *grown = realloc(refused, cap * sizeof *grown);
+    if (grown == NULL) return;
+    refused = grown;
+    cap_refused = cap;
+  }
+  refused[nrefused++] = (refusal){call, what};
 }
 
 /* ---- the process state ---- */
@@ -100,6 +172,7 @@ static void reset_counters(void) {
   fi__p.dgrams_sent = fi__p.dgrams_received = fi__p.dgram_forged = 0;
   fi__p.last_fault = -1;
   fi__p.ndelivered = 0;
+  nrefused = 0;
   fi__record_reset();
 }
 
@@ -157,6 +230,7 @@ __attribute__((constructor)) static void fi_init(void) {
     fprintf(stderr, "%s\n", err);
     _exit(2);
   }
+  progress_map();
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   atexit(write_counts);
 }
@@ -164,8 +238,8 @@ __attribute__((constructor)) static void fi_init(void) {
 /* ---- the wrappers ---- */
 
 /* The detail message of the last injected failure on this thread, shown by
- * mori_shim_message() until the next call reaches the shim; and the error
- * hipGetLastError() owes the caller. */
+ * mori_shim_message() until a call that reaches the shim fails (the shim's
+ * own detail then); and the error hipGetLastError() owes the caller. */
 static __thread int tl_injected;
 static __thread char tl_message[512];
 static __thread hipError_t tl_pending;
@@ -178,8 +252,10 @@ typedef struct fi_call {
 } fi_call;
 
 static void die(const fi_call *c, const mori_fi_rule *r) {
-  fprintf(stderr, "MORI_FI: rank %d killed at %s (call %ld of it, global call %ld) by rule '%s'\n",
-          fi__rank(), mori_fi_call_name(c->call), c->nth, c->index, r->text);
+  char global[32] = "-";
+  if (c->index > 0) snprintf(global, sizeof global, "%ld", c->index);
+  fprintf(stderr, "MORI_FI: rank %d killed at %s (call %ld of it, global call %s) by rule '%s'\n",
+          fi__rank(), mori_fi_call_name(c->call), c->nth, global, r->text);
   fflush(NULL);
   kill(getpid(), SIGKILL);
   _exit(137); /* not reached */
@@ -188,28 +264,32 @@ static void die(const fi_call *c, const mori_fi_rule *r) {
 /* Fails the call under rule r: the error it returns, and the message
  * mori_shim_message() shows for it until the next call reaches the shim. */
 static void inject(fi_call *c, const mori_fi_rule *r) {
-  const char *name = mori_fi_call_name(c->call), *ename = mori_fi_error_name(r->error);
-  char code[24];
-  snprintf(code, sizeof code, "hipError(%d)", r->error);
+  const char *name = mori_fi_call_name(c->call);
+  char code[32], where[48] = "";
+  const char *ename = mori_fi_failure_name(c->call, r->error, code, sizeof code);
+  if (c->index > 0) snprintf(where, sizeof where, ", global call %ld", c->index);
   snprintf(tl_message, sizeof tl_message,
-           "%s: %s (%d): injected by MORI_FI rule '%s' (call %ld of %s, global call %ld, rank %d)",
-           name, ename ? ename : code, r->error, r->text, c->nth, name, c->index, fi__rank());
+           "%s: %s (%d): injected by MORI_FI rule '%s' (call %ld of %s%s, rank %d)", name, ename,
+           r->error, r->text, c->nth, name, where, fi__rank());
   c->rc = (hipError_t)r->error;
   c->injected = 1;
   fi__p.injected++;
   fi__p.last_fault = c->call;
   tl_injected = 1;
-  tl_pending = c->rc;
+  if (mori_fi_call_is_hip(c->call)) tl_pending = c->rc;
 }
 
 /* Counts the call and decides.  1: injected (c->rc set, no forwarding). */
 static int fi_enter(int call, fi_call *c) {
   fi__resolve();
   pthread_mutex_lock(&fi__lock);
+  int hip = mori_fi_call_is_hip(call);
   c->call = call;
   c->nth = ++fi__p.calls[call];
-  c->index = ++fi__p.global;
+  c->index = hip ? ++fi__p.global : -1;
   c->injected = 0;
+  (void)fi__rank();
+  progress_step();
   const mori_fi_rule *r = call_rule(call, c->nth, c->index);
   if (r != NULL && r->action == MORI_FI_A_KILL) {
     pthread_mutex_unlock(&fi__lock);
@@ -217,10 +297,9 @@ static int fi_enter(int call, fi_call *c) {
   }
   if (r != NULL) {
     inject(c, r);
-  } else { /* this call reaches the shim, which keeps its own last error */
+  } else if (hip) { /* this call reaches the shim, which keeps its own last error */
     c->pending = tl_pending;
     tl_pending = hipSuccess;
-    tl_injected = 0;
   }
   pthread_mutex_unlock(&fi__lock);
   return c->injected;
@@ -231,7 +310,13 @@ static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
    * hold it: hipGetLastError must still report it, as HIP would. */
   if (c->call == MORI_FI_CALL_hipGetLastError && !c->injected && c->pending != hipSuccess)
     c->rc = c->pending;
+  /* mori_shim_message() describes the last failed call, as the shim's own
+   * detail does: a forwarded call that failed replaces the injected one */
+  if (!c->injected && c->rc != hipSuccess && c->call != MORI_FI_CALL_hipGetLastError)
+    tl_injected = 0; /* (hipGetLastError's result is an answer, not a failure) */
   pthread_mutex_lock(&fi__lock);
+  if (mori_fi_call_releases(c->call)) /* every releasing call's first argument names it */
+    note_release(c->call, (uintptr_t)*(void *const *)argv[0].p, c->rc != hipSuccess);
   fi__record_hip(c->call, c->index, argv, c->rc, c->injected);
   pthread_mutex_unlock(&fi__lock);
   return c->rc;
@@ -256,27 +341,30 @@ static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
 MORI_FI_HIP_CALLS(FI_WRAP)
 #undef FI_WRAP
 
+/* An injected failure of an OS call does not reach the shim, except that a
+ * failed close still closes the fd, as Linux's close does whatever it
+ * returns. */
+#define FI_OS_WRAP(ret, name, params, args)                                           \
+  FI_EXPORT ret mori_##name params;                                                   \
+  FI_EXPORT ret mori_##name params {                                                  \
+    fi_call c_;                                                                       \
+    if (fi_enter(MORI_FI_CALL_##name, &c_) == 0) {                                   \
+      ret r_ = next.name args;                                                        \
+      if (r_ == MORI_SHIM_OS_FAILURE(ret)) tl_injected = 0; /* the shim's detail now */ \
+      return r_;                                                                      \
+    }                                                                                 \
+    if (MORI_FI_CALL_##name == MORI_FI_CALL_close) (void)next.name args;              \
+    errno = (int)c_.rc;                                                               \
+    return MORI_SHIM_OS_FAILURE(ret);                                                            \
+  }
+MORI_FI_OS_CALLS(FI_OS_WRAP)
+#undef FI_OS_WRAP
+
 FI_EXPORT const char *mori_shim_message(void);
 FI_EXPORT const char *mori_shim_message(void) {
   if (tl_injected) return tl_message;
   fi__resolve();
   return fi__real.mori_shim_message ? fi__real.mori_shim_message() : "";
-}
-
-FI_EXPORT int mori_close(int fd);
-FI_EXPORT int mori_close(int fd) {
-  fi__resolve();
-  pthread_mutex_lock(&fi__lock);
-  fi__p.calls[MORI_FI_CALL_mori_close]++;
-  pthread_mutex_unlock(&fi__lock);
-  fi__dgram_forget(fd);
-  int rc = fi__real.mori_close(fd);
-  int saved = errno;
-  pthread_mutex_lock(&fi__lock);
-  fi__record_close(fd, rc);
-  pthread_mutex_unlock(&fi__lock);
-  errno = saved;
-  return rc;
 }
 
 /* ---- control calls (reached through dlsym by mori_fi_control etc.) ---- */
@@ -311,6 +399,22 @@ FI_EXPORT int mori_fi_preload_last_fault(void) {
   int c = fi__p.last_fault;
   pthread_mutex_unlock(&fi__lock);
   return c;
+}
+
+FI_EXPORT long mori_fi_preload_refused(void);
+FI_EXPORT long mori_fi_preload_refused(void) {
+  pthread_mutex_lock(&fi__lock);
+  long n = (long)nrefused;
+  pthread_mutex_unlock(&fi__lock);
+  return n;
+}
+
+/* Every call rank has made (runtime and OS), in any process of this
+ * launch; -1 outside the ranks this shim can see. */
+FI_EXPORT long mori_fi_preload_progress(int rank);
+FI_EXPORT long mori_fi_preload_progress(int rank) {
+  if (progress == NULL || rank < 0 || rank >= PROGRESS_RANKS) return -1;
+  return __atomic_load_n(&progress[rank], __ATOMIC_RELAXED);
 }
 
 FI_EXPORT long mori_fi_preload_calls(void);

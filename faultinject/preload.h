@@ -8,6 +8,7 @@
 #define MORI_FI_PRELOAD_H
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "fi_internal.h"
@@ -16,12 +17,12 @@
 
 /* The next definitions in the lookup order: the shim's own. */
 struct fi_real {
-#define FI_REAL_FIELD(name, arity, params, args, spec) hipError_t(*name) params;
-  MORI_FI_HIP_CALLS(FI_REAL_FIELD)
-#undef FI_REAL_FIELD
-  ssize_t (*mori_sendmsg)(int fd, const struct msghdr *msg, int flags);
-  ssize_t (*mori_recvmsg)(int fd, struct msghdr *msg, int flags);
-  int (*mori_close)(int fd);
+#define FI_REAL_HIP(name, arity, params, args, spec) hipError_t(*name) params;
+#define FI_REAL_OS(ret, name, params, args) ret(*name) params;
+  MORI_FI_HIP_CALLS(FI_REAL_HIP)
+  MORI_FI_OS_CALLS(FI_REAL_OS)
+#undef FI_REAL_HIP
+#undef FI_REAL_OS
   const char *(*mori_shim_message)(void);
 };
 extern struct fi_real fi__real;
@@ -71,6 +72,10 @@ void fi__record_reset(void);
 
 /* ---- datagrams (preload_dgram.c) ---- */
 
+/* sendmsg and recvmsg as the schedule's send= and recv= rules shape them;
+ * the OS wrappers forward to these instead of the shim's. */
+ssize_t fi__dgram_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t fi__dgram_recvmsg(int fd, struct msghdr *msg, int flags);
 /* Drops what is queued for fd (closing the fds it carried): fd is being
  * closed.  Takes fi__lock. */
 void fi__dgram_forget(int fd);

@@ -1,6 +1,6 @@
 /*
- * preload_dgram.c - datagram faults on the fd channel's mori_sendmsg and
- * mori_recvmsg.  Receiving under a recv= rule drains the socket into a
+ * preload_dgram.c - datagram faults on the fd channel's sendmsg and
+ * recvmsg.  Receiving under a recv= rule drains the socket into a
  * queue and hands datagrams back in the order the rule says (a seeded
  * shuffle, or by sender rank), duplicating one if asked; sending can drop,
  * truncate or forge (send once more from a forked process, whose pid no
@@ -161,7 +161,7 @@ static int drain(rqueue *q) {
     struct msghdr m = {.msg_name = &h->name, .msg_namelen = sizeof h->name, .msg_iov = &iov,
                        .msg_iovlen = 1, .msg_control = control.bytes,
                        .msg_controllen = sizeof control.bytes};
-    ssize_t n = fi__real.mori_recvmsg(q->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+    ssize_t n = fi__real.recvmsg(q->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
     if (n < 0) {
       int e = errno;
       free(h);
@@ -181,7 +181,7 @@ static int drain(rqueue *q) {
     if (dup != NULL && push(q, dup) != 0) held_close(dup);
     else if (dup != NULL) {
       fi__p.injected++;
-      fi__p.last_fault = MORI_FI_CALL_mori_recvmsg;
+      fi__p.last_fault = MORI_FI_CALL_recvmsg;
     }
   }
 }
@@ -263,11 +263,8 @@ static ssize_t deliver(held *h, struct msghdr *msg, int flags) {
   return (ssize_t)(flags & MSG_TRUNC ? len : copied);
 }
 
-FI_EXPORT ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags);
-FI_EXPORT ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags) {
-  fi__resolve();
+ssize_t fi__dgram_recvmsg(int fd, struct msghdr *msg, int flags) {
   pthread_mutex_lock(&fi__lock);
-  fi__p.calls[MORI_FI_CALL_mori_recvmsg]++;
   unsigned shaping = 1u << MORI_FI_A_REORDER | 1u << MORI_FI_A_ORDER;
   const mori_fi_rule *order = fi__rule(MORI_FI_T_RECV, shaping, 0);
   const mori_fi_rule *any = fi__rule(MORI_FI_T_RECV, shaping | 1u << MORI_FI_A_DUPLICATE, 0);
@@ -275,7 +272,7 @@ FI_EXPORT ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags) {
   int e = 0;
   if (any == NULL) {
     pthread_mutex_unlock(&fi__lock);
-    rc = fi__real.mori_recvmsg(fd, msg, flags);
+    rc = fi__real.recvmsg(fd, msg, flags);
     e = errno;
     pthread_mutex_lock(&fi__lock);
     if (rc >= 0) fi__p.dgrams_received++;
@@ -293,7 +290,7 @@ FI_EXPORT ssize_t mori_recvmsg(int fd, struct msghdr *msg, int flags) {
       e = drained ? drained : EAGAIN;
     }
   }
-  fi__record_msg(MORI_FI_CALL_mori_recvmsg, msg, rc, 0);
+  fi__record_msg(MORI_FI_CALL_recvmsg, msg, rc, 0);
   pthread_mutex_unlock(&fi__lock);
   errno = e;
   return rc;
@@ -340,18 +337,15 @@ static ssize_t send_truncated(int fd, const struct msghdr *msg, int flags) {
   struct msghdr cut = *msg;
   cut.msg_iov = &iov;
   cut.msg_iovlen = 1;
-  ssize_t rc = fi__real.mori_sendmsg(fd, &cut, flags);
+  ssize_t rc = fi__real.sendmsg(fd, &cut, flags);
   int e = errno;
   free(buf);
   errno = e;
   return rc < 0 ? rc : (ssize_t)total;
 }
 
-FI_EXPORT ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags);
-FI_EXPORT ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags) {
-  fi__resolve();
+ssize_t fi__dgram_sendmsg(int fd, const struct msghdr *msg, int flags) {
   pthread_mutex_lock(&fi__lock);
-  fi__p.calls[MORI_FI_CALL_mori_sendmsg]++;
   long n = fi__p.dgrams_sent + 1;
   unsigned actions = 1u << MORI_FI_A_DROP | 1u << MORI_FI_A_TRUNCATE | 1u << MORI_FI_A_FORGE;
   const mori_fi_rule *r = fi__rule(MORI_FI_T_SEND, actions, n);
@@ -364,17 +358,17 @@ FI_EXPORT ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags) {
   ssize_t rc;
   if (action == MORI_FI_A_DROP) rc = (ssize_t)msg_bytes(msg);
   else if (action == MORI_FI_A_TRUNCATE) rc = send_truncated(fd, msg, flags);
-  else rc = fi__real.mori_sendmsg(fd, msg, flags);
+  else rc = fi__real.sendmsg(fd, msg, flags);
   int e = errno;
   pthread_mutex_lock(&fi__lock);
   if (rc >= 0) {
     fi__p.dgrams_sent++;
     if (action) {
       fi__p.injected++;
-      fi__p.last_fault = MORI_FI_CALL_mori_sendmsg;
+      fi__p.last_fault = MORI_FI_CALL_sendmsg;
     }
   }
-  fi__record_msg(MORI_FI_CALL_mori_sendmsg, msg, rc, action != 0);
+  fi__record_msg(MORI_FI_CALL_sendmsg, msg, rc, action != 0);
   pthread_mutex_unlock(&fi__lock);
   errno = e;
   return rc;

@@ -274,11 +274,11 @@ void fi__record_msg(int call, const struct msghdr *msg, ssize_t rc, int injected
       int fd;
       memcpy(&fd, CMSG_DATA(c) + j * sizeof(int), sizeof fd);
       if (nfds) put(&l, ",");
-      put_fd(&l, fd, call == MORI_FI_CALL_mori_recvmsg ? FD_FRESH : FD_KNOWN_OR_NEW);
+      put_fd(&l, fd, call == MORI_FI_CALL_recvmsg ? FD_FRESH : FD_KNOWN_OR_NEW);
     }
   }
   if (nfds == 0) put(&l, "none");
-  put(&l, " bytes=0x%zx rc=%zd%s", call == MORI_FI_CALL_mori_recvmsg ? (size_t)rc : bytes, rc,
+  put(&l, " bytes=0x%zx rc=%zd%s", call == MORI_FI_CALL_recvmsg ? (size_t)rc : bytes, rc,
       injected ? " injected" : "");
   emit(&l);
 }
@@ -286,7 +286,7 @@ void fi__record_msg(int call, const struct msghdr *msg, ssize_t rc, int injected
 void fi__record_close(int fd, int rc) {
   if (open_trace() != 0) return;
   line l = {.n = 0};
-  put(&l, "- mori_close fd=");
+  put(&l, "- close fd=");
   sym *s = sym_exact('f', (uintptr_t)(unsigned)fd, 1);
   if (s) put(&l, "fd%ld", s->id);
   else put(&l, "other");

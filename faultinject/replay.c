@@ -19,7 +19,7 @@
 const char *const mori_fi_sim_profiles[] = {"gfx942", "gfx950", "gfx1250", "gfx1250-rocm7.1",
                                             NULL};
 const char *const mori_fi_sim_quirks[] = {"retain-no-ref", "export-fd-lifetime", "unmap-multi",
-                                          "memset-fabric", NULL};
+                                          "memset-fabric", "import-fd-lifetime", NULL};
 
 #define SIM_GRANULARITY ((size_t)2 << 20)
 
@@ -401,7 +401,7 @@ static void undo(replay *r) {
  * fd this process exported (its lifetime is a known defect's trigger). */
 static int replay_os(replay *r) {
   const mori_fi_trace_rec *x = rec(r);
-  if (x->call != MORI_FI_CALL_mori_close || x->args[0].kind != MORI_FI_V_SYMBOL) return 0;
+  if (x->call != MORI_FI_CALL_close || x->args[0].kind != MORI_FI_V_SYMBOL) return 0;
   binding *b = find(r, 'f', x->args[0].id);
   if (b == NULL || !b->own_fd) return 0;
   int rc = mori_close((int)b->value);

@@ -6,11 +6,15 @@
  */
 #include "fi_tool.h"
 
+#include <dirent.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mori/fi.h"
@@ -19,57 +23,148 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-/* The first error of a rank: where, and the library's message. */
-typedef struct outcome {
+/* The rendezvous a scenario's ranks meet in, in order: a rank that fails
+ * tells every one it has not reached yet, as the core tells the one it
+ * fails in (the abort key), so that peers stop waiting for it now rather
+ * than at their timeout. */
+typedef struct fi_meeting {
+  const char *group;
+  int reversed; /* ranks numbered the other way round in this group */
+} meeting;
+
+/* What a rank did: the first error (its step, the library's message, when
+ * it came), and the last step in which the fault shim injected a fault
+ * before that error, which must be the step that failed (an error that
+ * surfaces in a later API call than the one that made the failing call is
+ * a defect). */
+typedef struct fi_outcome {
   char err[768];
+  const char *step, *fault_step, *current;
+  long injected_before;
+  double t_err;
+  const mori_rank_ctx *ctx;
+  const meeting *plan; /* NULL-group terminated */
+  int next_meeting;    /* the first one the library has not been told about */
+  /* At the first error, once the peers were told: this rank's calls so far
+   * and every rank's, "c0,c1,...": how many calls a peer needed to notice
+   * is a bound no loaded machine can stretch, as it stretches time. */
+  long calls;
+  char seen[256];
+  enum fi_twist twist;
 } outcome;
 
-static int failed(outcome *o, const char *step) {
-  if (o->err[0] == '\0') snprintf(o->err, sizeof o->err, "%s: %s", step, mori_last_error());
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void step_begin(outcome *o, const char *step) {
+  o->current = step;
+  o->injected_before = mori_fi_injected();
+}
+
+static void tell_the_rest(const outcome *o) {
+  const mori_rank_ctx *c = o->ctx;
+  for (int k = o->next_meeting; o->plan && o->plan[k].group; k++) {
+    int rank = o->plan[k].reversed ? c->world - 1 - c->rank : c->rank;
+    (void)mori_symm_rendezvous_abort(o->plan[k].group, rank, c->world, c->store, o->err);
+  }
+}
+
+/* The selftests' trigger: the last fault hit hipMemMap. */
+static int fault_hit_map(void) {
+  const char *f = mori_fi_last_fault();
+  return f && strcmp(f, "hipMemMap") == 0;
+}
+
+static void note_calls(outcome *o) {
+  size_t n = 0;
+  o->calls = o->ctx ? mori_fi_progress(o->ctx->rank) : -1;
+  for (int r = 0; o->ctx && r < o->ctx->world && n + 24 < sizeof o->seen; r++)
+    n += (size_t)snprintf(o->seen + n, sizeof o->seen - n, "%s%ld", r ? "," : "",
+                          mori_fi_progress(r));
+}
+
+/* Ends the current step; rc != 0 means it failed with the library's
+ * message (detail, if not NULL, replaces it). */
+static int step_end(outcome *o, int rc, const char *detail) {
+  /* the last step that met a fault before the first error: under a
+   * persistent fault an earlier step may have absorbed one legitimately */
+  if (o->err[0] == '\0' && mori_fi_injected() > o->injected_before) o->fault_step = o->current;
+  if (rc == 0) return 0;
+  if (o->err[0] == '\0') {
+    snprintf(o->err, sizeof o->err, "%s: %s", o->current, detail ? detail : mori_last_error());
+    o->step = o->current;
+    o->t_err = now_s();
+    if (o->ctx && o->ctx->store && !(o->twist == FI_TWIST_UNTOLD && fault_hit_map()))
+      tell_the_rest(o);
+    note_calls(o);
+  }
   return -1;
 }
 
 #define STEP(o, expr, step)                                                          \
   do {                                                                               \
-    if ((expr) != 0) return failed((o), (step));                                     \
+    step_begin((o), (step));                                                         \
+    if (step_end((o), (expr) != 0, NULL) != 0) return -1;                           \
+  } while (0)
+
+/* A rendezvous: the library tells its peers if it fails there. */
+#define MEET(o, expr, step)                                                          \
+  do {                                                                               \
+    (o)->next_meeting++;                                                             \
+    STEP((o), (expr), (step));                                                       \
   } while (0)
 
 /* A runtime call the scenario makes itself (copies of test data). */
-static int hip_failed(outcome *o, hipError_t e, const char *step, const char *call) {
-  if (e == hipSuccess) return 0;
-  if (o->err[0] == '\0')
-    snprintf(o->err, sizeof o->err, "%s: %s failed: %s (%d): %s", step, call,
-             mori_hipGetErrorName(e), (int)e, mori_shim_message());
-  return -1;
+static int hip_step(outcome *o, hipError_t e, const char *call) {
+  char detail[640];
+  if (e != hipSuccess)
+    snprintf(detail, sizeof detail, "%s failed: %s (%d): %s", call, mori_hipGetErrorName(e),
+             (int)e, mori_shim_message());
+  return step_end(o, e != hipSuccess, detail);
 }
 
 #define HIP_STEP(o, expr, step, call)                                                \
   do {                                                                               \
-    if (hip_failed((o), (expr), (step), (call)) != 0) return -1;                     \
+    step_begin((o), (step));                                                         \
+    if (hip_step((o), (expr), (call)) != 0) return -1;                               \
   } while (0)
 
-/* A rank that fails before it reaches a rendezvous tells the group
- * (mori_symm_rendezvous_abort), so peers stop waiting for its request now
- * rather than at their timeout. */
-static void abort_group(const mori_rank_ctx *ctx, const char *group, int seq, const outcome *o) {
-  (void)seq; /* the group's next rendezvous, which the core counts */
-  (void)mori_symm_rendezvous_abort(group, ctx->rank, ctx->world, ctx->store, o->err);
+/* A failure the scenario finds itself (data that does not read back). */
+static int check_failed(outcome *o, const char *step, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int check_failed(outcome *o, const char *step, const char *fmt, ...) {
+  char detail[640];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  step_begin(o, step);
+  return step_end(o, -1, detail);
 }
 
-static int alloc_or_abort(const mori_rank_ctx *ctx, size_t size, void **p, const char *group,
-                          int seq, outcome *o) {
-  if (mori_symm_alloc(size, ctx->rank, p) == 0) return 0;
-  failed(o, "alloc");
-  abort_group(ctx, group, seq, o);
-  return -1;
+/* The step before which a rank has no store to tell its peers through. */
+int fi_step_untold(const char *step) {
+  return strcmp(step, "shim") == 0 || strcmp(step, "store_open") == 0;
 }
+
+/* Steps whose waits are GPU stream waits: a peer that failed cannot end
+ * them early (no store abort reaches a stream), so a peer waiting there
+ * fails by its wait's timeout, by design. */
+int fi_step_waits_on_gpu(const char *step) { return strncmp(step, "barrier", 7) == 0; }
 
 /* basic: alloc -> rendezvous -> barrier -> free */
+static const meeting basic_plan[] = {{"world", 0}, {NULL, 0}};
 static int basic(const mori_rank_ctx *ctx, outcome *o) {
   void *base = NULL;
   mori_window *w = NULL;
-  if (alloc_or_abort(ctx, MiB, &base, "world", 0, o) != 0) return -1;
-  STEP(o, mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL),
+  step_begin(o, "alloc");
+  int rc = mori_symm_alloc(MiB, ctx->rank, &base);
+  if (o->twist == FI_TWIST_LATE && fault_hit_map()) rc = 0; /* the error is dropped here */
+  if (step_end(o, rc, NULL) != 0) return -1;
+  MEET(o, mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL),
        "rendezvous");
   STEP(o, mori_window_barrier(w, 0, NULL, 0), "barrier");
   STEP(o, mori_symm_free(base), "free");
@@ -78,17 +173,18 @@ static int basic(const mori_rank_ctx *ctx, outcome *o) {
 
 /* two-groups: one block in two groups, ranks numbered the other way round
  * in the second */
+static const meeting two_groups_plan[] = {{"alpha", 0}, {"beta", 1}, {NULL, 0}};
 static int two_groups(const mori_rank_ctx *ctx, outcome *o) {
   void *base = NULL;
   mori_window *a = NULL, *b = NULL;
-  if (alloc_or_abort(ctx, MiB, &base, "alpha", 0, o) != 0) return -1;
-  STEP(o, mori_symm_rendezvous(base, "alpha", ctx->rank, ctx->world, ctx->store, &a, NULL),
-       "rendezvous alpha");
-  STEP(o, mori_symm_rendezvous(base, "beta", ctx->world - 1 - ctx->rank, ctx->world, ctx->store,
+  STEP(o, mori_symm_alloc(MiB, ctx->rank, &base), "alloc");
+  MEET(o, mori_symm_rendezvous(base, "alpha", ctx->rank, ctx->world, ctx->store, &a, NULL),
+       "rendezvous_alpha");
+  MEET(o, mori_symm_rendezvous(base, "beta", ctx->world - 1 - ctx->rank, ctx->world, ctx->store,
                                &b, NULL),
-       "rendezvous beta");
-  STEP(o, mori_window_barrier(a, 0, NULL, 0), "barrier alpha");
-  STEP(o, mori_window_barrier(b, 0, NULL, 0), "barrier beta");
+       "rendezvous_beta");
+  STEP(o, mori_window_barrier(a, 0, NULL, 0), "barrier_alpha");
+  STEP(o, mori_window_barrier(b, 0, NULL, 0), "barrier_beta");
   STEP(o, mori_symm_free(base), "free");
   return 0;
 }
@@ -96,113 +192,121 @@ static int two_groups(const mori_rank_ctx *ctx, outcome *o) {
 /* interior: MemPool hands out pointers inside blocks; both rendezvous on
  * interior pointers must report their offsets, and a word written at that
  * offset of every peer's slot must land there. */
+static const meeting interior_plan[] = {{"pool", 0}, {"pool", 0}, {NULL, 0}};
 static int interior(const mori_rank_ctx *ctx, outcome *o) {
   static const size_t off_a = 4 * KiB, off_b = 12 * KiB + 64;
   void *a = NULL, *b = NULL;
   mori_window *wa = NULL, *wb = NULL;
   size_t got_a = 0, got_b = 0;
-  if (alloc_or_abort(ctx, MiB, &a, "pool", 0, o) != 0) return -1;
-  if (alloc_or_abort(ctx, MiB + 4 * KiB, &b, "pool", 0, o) != 0) return -1;
-  STEP(o, mori_symm_rendezvous((char *)a + off_a, "pool", ctx->rank, ctx->world, ctx->store, &wa,
+  STEP(o, mori_symm_alloc(MiB, ctx->rank, &a), "alloc_a");
+  STEP(o, mori_symm_alloc(MiB + 4 * KiB, ctx->rank, &b), "alloc_b");
+  MEET(o, mori_symm_rendezvous((char *)a + off_a, "pool", ctx->rank, ctx->world, ctx->store, &wa,
                                &got_a),
-       "rendezvous a");
-  STEP(o, mori_symm_rendezvous((char *)b + off_b, "pool", ctx->rank, ctx->world, ctx->store, &wb,
+       "rendezvous_a");
+  MEET(o, mori_symm_rendezvous((char *)b + off_b, "pool", ctx->rank, ctx->world, ctx->store, &wb,
                                &got_b),
-       "rendezvous b");
-  if (got_a != off_a || got_b != off_b) {
-    snprintf(o->err, sizeof o->err, "offsets %zu and %zu, expected %zu and %zu", got_a, got_b,
-             off_a, off_b);
-    return -1;
-  }
+       "rendezvous_b");
+  if (got_a != off_a || got_b != off_b)
+    return check_failed(o, "offsets", "offsets %zu and %zu, expected %zu and %zu", got_a, got_b,
+                        off_a, off_b);
   void *const *peers = mori_window_buffer_ptrs(wa);
   uint32_t mine = 0xC0DE0000u | (uint32_t)ctx->rank, seen[64];
   for (int p = 0; p < ctx->world; p++)
     HIP_STEP(o, mori_hipMemcpy((char *)peers[p] + off_a + 4 * (size_t)ctx->rank, &mine, 4,
                                hipMemcpyHostToDevice),
-             "write peer word", "hipMemcpy");
-  STEP(o, mori_window_barrier(wa, 0, NULL, 0), "barrier a");
-  STEP(o, mori_window_barrier(wb, 0, NULL, 0), "barrier b");
+             "write_peer_word", "hipMemcpy");
+  STEP(o, mori_window_barrier(wa, 0, NULL, 0), "barrier_a");
+  STEP(o, mori_window_barrier(wb, 0, NULL, 0), "barrier_b");
   size_t n = (size_t)(ctx->world < 64 ? ctx->world : 64);
   HIP_STEP(o, mori_hipMemcpy(seen, (char *)a + off_a, 4 * n, hipMemcpyDeviceToHost),
-           "read own words", "hipMemcpy");
+           "read_own_words", "hipMemcpy");
   for (size_t q = 0; q < n; q++)
-    if (seen[q] != (0xC0DE0000u | (uint32_t)q)) {
-      snprintf(o->err, sizeof o->err, "word from rank %zu reads 0x%08x", q, seen[q]);
-      return -1;
-    }
-  STEP(o, mori_symm_free(b), "free b");
-  STEP(o, mori_symm_free(a), "free a");
+    if (seen[q] != (0xC0DE0000u | (uint32_t)q))
+      return check_failed(o, "read_own_words", "word from rank %zu reads 0x%08x", q, seen[q]);
+  STEP(o, mori_symm_free(b), "free_b");
+  STEP(o, mori_symm_free(a), "free_a");
   return 0;
 }
 
-/* Runs a scenario's steps, then tears down everything and reports. */
-static int report(const mori_rank_ctx *ctx, char *msg, size_t msglen,
-                  int (*steps)(const mori_rank_ctx *, outcome *)) {
-  outcome o = {""};
+/* Whatever the steps left (a rank that failed keeps its blocks): the
+ * library's own teardown, a step of its own. */
+#define STEP_TEARDOWN(o)                                                             \
+  do {                                                                               \
+    step_begin((o), "release_all");                                                  \
+    (void)step_end((o), mori_symm_release_all() != 0, NULL);                         \
+  } while (0)
+
+/* What a selftest does wrong once its steps are over. */
+static void twist_after_steps(enum fi_twist twist) {
+  if (!fault_hit_map()) return;
+  if (twist == FI_TWIST_LEAK) (void)open("/dev/null", O_RDONLY);
+  if (twist == FI_TWIST_CRASH) raise(SIGSEGV);
+  while (twist == FI_TWIST_HANG) pause();
+}
+
+/* Removes " key=value" from a report line (selftest-broken). */
+static void drop_field(char *msg, const char *key) {
+  char *field = strstr(msg, key), *next = field ? strchr(field + 1, ' ') : NULL;
+  if (next) memmove(field, next, strlen(next) + 1);
+}
+
+/* One rank of the scenario ctx->arg: its steps, then everything torn down,
+ * then one report line (FI_REPORT_FORMAT). */
+static int scenario_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  const fi_scenario *s = ctx->arg;
   int fds0 = mori_count_fds() - mori_fi_own_fds(); /* its trace file may be open already */
-  if (mori_shim_select(getenv("MORI_SYMM_SHIM") ? getenv("MORI_SYMM_SHIM") : "sim") != 0)
-    snprintf(o.err, sizeof o.err, "shim: %s", mori_shim_message());
-  else
-    (void)steps(ctx, &o);
-  if (mori_symm_release_all() != 0) failed(&o, "release_all");
+  mori_rank_ctx own = *ctx; /* the launcher left the store to us (store_in_rank) */
+  outcome o = {.err = "", .ctx = &own, .plan = s->plan, .calls = -1, .twist = s->twist};
+  step_begin(&o, "shim");
+  int rc = mori_shim_select(getenv("MORI_SYMM_SHIM") ? getenv("MORI_SYMM_SHIM") : "sim");
+  rc = step_end(&o, rc, mori_shim_message());
+  if (rc == 0) {
+    step_begin(&o, "store_open");
+    rc = step_end(&o, mori_file_store_open(ctx->store_dir, &own.store), NULL);
+    if (rc == 0) own.store->incarnation = ctx->incarnation;
+  }
+  if (rc == 0) (void)s->steps(&own, &o);
+  twist_after_steps(s->twist);
+  STEP_TEARDOWN(&o);
+  if (own.store) own.store->destroy(own.store);
   mori_symm_stats st;
   mori_symm_stats_get(&st);
-  long leaks = mori_shim_ledger_total();
-  int fds = mori_count_fds() - fds0 - mori_fi_own_fds();
+  long leaks = mori_shim_ledger_total(), refused = mori_fi_refused();
+  int fds = mori_count_fds() - mori_fi_own_fds() - fds0 - mori_shim_runtime_fds();
   if (leaks && getenv("MORI_FI_LEDGER_REPORT")) mori_shim_ledger_report(stderr);
   const char *fault = mori_fi_last_fault();
+  if (s->twist == FI_TWIST_UNNAMED && fault_hit_map() && o.err[0])
+    snprintf(o.err, sizeof o.err, "something failed");
   snprintf(msg, msglen, FI_REPORT_FORMAT, o.err[0] ? "error" : "ok", mori_fi_injected(),
-           fault ? fault : "-", leaks, fds, st.windows, st.blocks, o.err[0] ? o.err : "-");
+           fault ? fault : "-", leaks, refused, fds, st.windows, st.blocks,
+           o.step ? o.step : "-", o.fault_step ? o.fault_step : "-", o.t_err, o.calls,
+           o.seen[0] ? o.seen : "-", o.err[0] ? o.err : "-");
+  if (s->twist == FI_TWIST_BROKEN && fault_hit_map()) drop_field(msg, " refused=");
   return o.err[0] || leaks || fds || st.windows || st.blocks;
 }
 
-/* The sweep's own specifications: basic, except that a rank whose fault
- * hit hipMemMap then leaks an fd, crashes or hangs, so a sweep of these
- * must count exactly those runs as leaks, crashes or hangs. */
-static int fault_hit_map(void) {
-  const char *f = mori_fi_last_fault();
-  return f && strcmp(f, "hipMemMap") == 0;
-}
-
-static int leaks_an_fd(const mori_rank_ctx *ctx, outcome *o) {
-  int rc = basic(ctx, o);
-  if (fault_hit_map()) (void)open("/dev/null", O_RDONLY);
-  return rc;
-}
-
-static int crashes(const mori_rank_ctx *ctx, outcome *o) {
-  int rc = basic(ctx, o);
-  if (fault_hit_map()) raise(SIGSEGV);
-  return rc;
-}
-
-static int hangs(const mori_rank_ctx *ctx, outcome *o) {
-  int rc = basic(ctx, o);
-  while (fault_hit_map()) pause();
-  return rc;
-}
-
-static int basic_rank(const mori_rank_ctx *c, char *m, size_t n) { return report(c, m, n, basic); }
-static int selftest_leak_rank(const mori_rank_ctx *c, char *m, size_t n) { return report(c, m, n, leaks_an_fd); }
-static int selftest_crash_rank(const mori_rank_ctx *c, char *m, size_t n) { return report(c, m, n, crashes); }
-static int selftest_hang_rank(const mori_rank_ctx *c, char *m, size_t n) { return report(c, m, n, hangs); }
-static int two_groups_rank(const mori_rank_ctx *c, char *m, size_t n) { return report(c, m, n, two_groups); }
-static int interior_rank(const mori_rank_ctx *c, char *m, size_t n) { return report(c, m, n, interior); }
-
 const fi_scenario fi_scenarios[] = {
-    {"basic", "alloc -> rendezvous -> barrier -> free", basic_rank},
+    {"basic", "alloc -> rendezvous -> barrier -> free", basic, basic_plan, FI_TWIST_NONE},
     {"two-groups", "one block in two groups (ranks reversed in the second), a barrier on each",
-     two_groups_rank},
+     two_groups, two_groups_plan, FI_TWIST_NONE},
     {"interior", "MemPool-style: two blocks, rendezvous on interior pointers, offsets and data "
                  "checked",
-     interior_rank},
-    {"selftest-leak", "(the sweep's own test) basic; a fault at hipMemMap leaks an fd",
-     selftest_leak_rank},
+     interior, interior_plan, FI_TWIST_NONE},
+    {"selftest-leak", "(the sweep's own test) basic; a fault at hipMemMap leaks an fd", basic,
+     basic_plan, FI_TWIST_LEAK},
     {"selftest-crash", "(the sweep's own test) basic; a fault at hipMemMap crashes the rank",
-     selftest_crash_rank},
-    {"selftest-hang", "(the sweep's own test) basic; a fault at hipMemMap hangs the rank",
-     selftest_hang_rank},
-    {NULL, NULL, NULL},
+     basic, basic_plan, FI_TWIST_CRASH},
+    {"selftest-hang", "(the sweep's own test) basic; a fault at hipMemMap hangs the rank", basic,
+     basic_plan, FI_TWIST_HANG},
+    {"selftest-unnamed", "(the sweep's own test) basic; a fault at hipMemMap is reported unnamed",
+     basic, basic_plan, FI_TWIST_UNNAMED},
+    {"selftest-broken", "(the sweep's own test) basic; a fault at hipMemMap breaks the report",
+     basic, basic_plan, FI_TWIST_BROKEN},
+    {"selftest-untold", "(the sweep's own test) basic; a fault at hipMemMap in alloc is not told",
+     basic, basic_plan, FI_TWIST_UNTOLD},
+    {"selftest-late", "(the sweep's own test) basic; a fault at hipMemMap in alloc is ignored",
+     basic, basic_plan, FI_TWIST_LATE},
+    {NULL, NULL, NULL, NULL, FI_TWIST_NONE},
 };
 
 const fi_scenario *fi_scenario_find(const char *name) {
@@ -211,16 +315,69 @@ const fi_scenario *fi_scenario_find(const char *name) {
   return NULL;
 }
 
+/* ---- run-scenario ---- */
+
+static long rank_progress(int rank, void *ctx) {
+  (void)ctx;
+  return mori_fi_progress(rank);
+}
+
+/* What the ranks left on disk.  A rank that ran to its end removes its
+ * socket directory and every temporary store file it made; only a rank
+ * that was killed may leave them (the kernel reclaims its fds and memory,
+ * not its files).  Store keys and lock files stay by design. */
+typedef struct leftovers {
+  int n;
+  char names[512];
+} leftovers;
+
+static void leftover(leftovers *l, const char *what) {
+  size_t k = strlen(l->names);
+  if (l->n++ < 8) snprintf(l->names + k, sizeof l->names - k, " %s", what);
+}
+
+/* A rank that did not run to its end (killed, crashed, hung) cleaned up
+ * nothing; whatever it left is already counted against it. */
+static int died(const mori_rank_result *r) { return r->signal != 0 || r->hung; }
+
+static int killed_pid(const mori_rank_result *res, int world, long pid) {
+  for (int r = 0; r < world; r++)
+    if (res[r].pid == pid && died(&res[r])) return 1;
+  return 0;
+}
+
+static void inspect(const char *dir, const mori_rank_result *res, int world, void *ctx) {
+  leftovers *l = ctx;
+  int killed = 0, dirs = 0;
+  char path[4096], first_dir[300] = "";
+  for (int r = 0; r < world; r++) killed += died(&res[r]);
+  snprintf(path, sizeof path, "%s/sockets", dir);
+  DIR *d = opendir(path);
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.' && dirs++ == 0) snprintf(first_dir, sizeof first_dir, "sockets/%s", e->d_name);
+  if (d) closedir(d);
+  if (dirs > killed) leftover(l, first_dir); /* a survivor's socket directory */
+  d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+    long pid;
+    if (sscanf(e->d_name, ".tmp-%ld-", &pid) == 1 && !killed_pid(res, world, pid))
+      leftover(l, e->d_name);
+  }
+  if (d) closedir(d);
+}
+
 struct run_args {
   const char *scenario;
-  int ranks, deadline_ms;
+  int ranks, stall_ms, deadline_ms;
 };
 
 static const cli_option run_options[] = {
     {"--ranks", CLI_INT, offsetof(struct run_args, ranks), 1, 1024, NULL, "N",
      "ranks (default 2)"},
+    {"--stall-ms", CLI_INT, offsetof(struct run_args, stall_ms), 100, 3600000, NULL, "MS",
+     "a rank whose calls stood still this long is hung and killed (default 10000)"},
     {"--deadline-ms", CLI_INT, offsetof(struct run_args, deadline_ms), 1, 3600000, NULL, "MS",
-     "kill ranks still running then (default 20000)"},
+     "kill ranks still running then, however busy (default 600000)"},
     {0},
 };
 
@@ -244,23 +401,27 @@ const char *fi_scenario_names(void) {
 }
 
 int fi_cmd_run_scenario(int argc, char **argv) {
-  struct run_args a = {.ranks = 2, .deadline_ms = 20000};
+  struct run_args a = {.ranks = 2, .stall_ms = 10000, .deadline_ms = 600000};
   int rc = cli_parse(&fi_run_scenario_command, &a, argc, argv);
   if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
   const fi_scenario *s = fi_scenario_find(a.scenario);
   if (s == NULL)
     return cli_usage_error(&fi_run_scenario_command, "'%s': unknown scenario (%s)", a.scenario,
                            fi_scenario_names());
-  int ranks = a.ranks, deadline_ms = a.deadline_ms;
+  int ranks = a.ranks, deadline_ms = a.deadline_ms, stall_ms = a.stall_ms;
   char devices[16];
   snprintf(devices, sizeof devices, "%d", ranks < 8 ? 8 : ranks);
   setenv("MORI_SIM_DEVICES", devices, 0); /* every rank needs a device of its own */
   mori_rank_result *res = calloc((size_t)ranks, sizeof *res);
   if (res == NULL) return 2;
-  int failures = mori_launch(ranks, s->body, NULL, deadline_ms, res);
+  leftovers l = {0, ""};
+  mori_launch_watch watch = {.progress = rank_progress, .ctx = &l, .stall_ms = stall_ms,
+                             .inspect = inspect, .store_in_rank = 1};
+  int failures = mori_launch_watched(ranks, scenario_rank, (void *)s, deadline_ms, &watch, res);
   for (int r = 0; r < ranks; r++)
     printf("rank=%d exit=%d signal=%d hung=%d wall_ms=%.0f | %s\n", r, res[r].exit_code,
            res[r].signal, res[r].hung, res[r].wall_ms, res[r].msg);
+  printf("fs leftovers=%d%s\n", l.n, l.names);
   free(res);
-  return failures ? 1 : 0;
+  return failures || l.n ? 1 : 0;
 }

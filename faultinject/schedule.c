@@ -114,8 +114,10 @@ static int nth(cursor *c, mori_fi_rule *r, int optional) {
   return 0;
 }
 
-/* "[persist:](kill | ERROR)" */
+/* "[persist:](kill | ERROR)": a HIP error for a runtime call (and for
+ * call#N), an errno for an OS call; by name or number either way. */
 static int fault(cursor *c, mori_fi_rule *r) {
+  int os = r->target == MORI_FI_T_CALL && mori_fi_call_is_os(r->call);
   if (take(c, "persist:")) r->persist = 1;
   const char *at = c->p;
   size_t n = word_len(c);
@@ -126,19 +128,27 @@ static int fault(cursor *c, mori_fi_rule *r) {
     return 0;
   }
   r->action = MORI_FI_A_FAIL;
+  int found = os ? mori_fi_errno_find(c->p, n, &r->error) : mori_fi_error_find(c->p, n, &r->error);
   if (n > 0 && *c->p >= '0' && *c->p <= '9') {
     uint64_t v;
-    if (number(c, 0x7fffffff, &v, "an error number") != 0) return -1;
+    if (number(c, os ? 4095 : 0x7fffffff, &v, os ? "an errno number" : "an error number") != 0)
+      return -1;
     r->error = (int)v;
-  } else if (n == 0 || mori_fi_error_find(c->p, n, &r->error) != 0) {
+  } else if (n == 0 || found != 0) {
     char got[64];
     shown(c, got, sizeof got);
-    return n ? fail(c, at, "unknown error name %s", got)
-             : fail(c, at, "expected kill or a HIP error name, got %s", got);
+    if (n == 0)
+      return fail(c, at, "expected kill or %s, got %s", os ? "an errno name" : "a HIP error name",
+                  got);
+    if (os)
+      return fail(c, at, "unknown errno name %s (%s is an OS call: it fails with an errno such "
+                  "as EIO)", got, mori_fi_call_name(r->call));
+    return fail(c, at, "unknown error name %s", got);
   } else {
     c->p += n;
   }
-  if (r->error == hipSuccess) return fail(c, at, "hipSuccess (0) is not an error to inject");
+  if (r->error == 0)
+    return fail(c, at, os ? "0 is not an errno to inject" : "hipSuccess (0) is not an error to inject");
   return 0;
 }
 
@@ -225,9 +235,6 @@ static int call_rule(cursor *c, mori_fi_rule *r, const char *name, size_t n) {
     r->target = MORI_FI_T_CALL;
     r->call = mori_fi_call_find(name, n);
     if (r->call < 0) return fail(c, name, "unknown function '%.*s'", (int)(n < 60 ? n : 60), name);
-    if (!mori_fi_call_is_hip(r->call))
-      return fail(c, name, "%s is a socket call: use send= or recv= rules",
-                  mori_fi_call_name(r->call));
   }
   if (nth(c, r, 0) != 0 || expect(c, "=", "the call number") != 0) return -1;
   return fault(c, r);

@@ -333,7 +333,7 @@ static int parse_line(cursor *c, mori_fi_trace_rec *r) {
   else return fail(c, t.s, "expected a call index or '-', got '%.*s'", (int)(t.n < 40 ? t.n : 40), t.s);
   t = next_token(c);
   r->call = mori_fi_call_find(t.s, t.n);
-  if (r->call < 0 || (t.n >= 8 && memcmp(t.s, "mori_hip", 8) == 0)) /* traces use HIP names */
+  if (r->call < 0 || (t.n >= 5 && memcmp(t.s, "mori_", 5) == 0)) /* traces use the plain names */
     return fail(c, t.s, "unknown call '%.*s'", (int)(t.n < 60 ? t.n : 60), t.s);
   if (mori_fi_call_is_hip(r->call) != (r->index >= 0))
     return fail(c, t.s, "%s %s", mori_fi_call_name(r->call),

@@ -39,8 +39,14 @@ static void check_rule(const mori_fi_rule *r, size_t len) {
   MORI_FUZZ_CHECK(r->rank >= -1 && r->rank <= RANK_MAX, "rule \"%s\": rank %d", r->text, r->rank);
   int is_path = r->action == MORI_FI_A_PATH;
   MORI_FUZZ_CHECK(is_path || r->nth >= 1, "rule \"%s\": call number %ld", r->text, r->nth);
-  MORI_FUZZ_CHECK(r->target != MORI_FI_T_CALL || mori_fi_call_is_hip(r->call),
-                  "rule \"%s\": function %d is not a runtime call", r->text, r->call);
+  MORI_FUZZ_CHECK(r->target != MORI_FI_T_CALL || mori_fi_call_is_hip(r->call) ||
+                      mori_fi_call_is_os(r->call),
+                  "rule \"%s\": function %d is not a call of the seam", r->text, r->call);
+  /* an OS call fails with an errno (at most 4095, as the kernel's), a
+   * runtime call with a hipError_t */
+  MORI_FUZZ_CHECK(r->action != MORI_FI_A_FAIL || r->target != MORI_FI_T_CALL ||
+                      !mori_fi_call_is_os(r->call) || (r->error > 0 && r->error <= 4095),
+                  "rule \"%s\": errno %d", r->text, r->error);
   MORI_FUZZ_CHECK(r->action != MORI_FI_A_FAIL || r->error != 0, "rule \"%s\": injects hipSuccess",
                   r->text);
   MORI_FUZZ_CHECK(r->action != MORI_FI_A_KILL || !r->persist, "rule \"%s\": a kill that persists",

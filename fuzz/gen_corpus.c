@@ -467,7 +467,10 @@ static void fi_schedule_seeds(void) {
        "rank=1 hipMalloc#1=hipErrorOutOfMemory; call#4=persist:999;"
        " recv=duplicate; send=drop#3 ;;rank=3 record=/tmp/t"},
       {"bad-unknown-function", "hipMemFrobnicate#1=hipErrorUnknown"},
-      {"bad-socket-call", "mori_sendmsg#1=hipErrorUnknown"},
+      {"os-call-errno", "openat#3=EIO;rank=1 malloc#*=ENOMEM;mori_sendmsg#2=persist:EAGAIN"},
+      {"os-call-errno-number", "close#1=5;write#2=kill"},
+      {"bad-hip-error-for-os-call", "sendmsg#1=hipErrorUnknown"},
+      {"bad-errno-for-runtime-call", "hipMemMap#1=EIO"},
       {"bad-call-zero", "hipMemMap#0=kill"},
       {"bad-persistent-kill", "hipMemMap#*=kill"},
       {"bad-inject-success", "hipFree#1=hipSuccess"},
@@ -502,10 +505,10 @@ static const char trace_fd_lifecycle[] =
     "10 hipMemSetAccess addr=r1 size=0x600000 desc=rw/0 count=0x1 rc=hipSuccess\n"
     "11 hipMemset dst=r1 value=0 size=0x600000 rc=hipSuccess\n"
     "12 hipMemExportToShareableHandle out=fd1 handle=h1 type=posix_fd flags=0x0 rc=hipSuccess\n"
-    "- mori_sendmsg fds=fd1 bytes=0x30 rc=48\n"
-    "- mori_recvmsg fds=fd2 bytes=0x30 rc=48\n"
+    "- sendmsg fds=fd1 bytes=0x30 rc=48\n"
+    "- recvmsg fds=fd2 bytes=0x30 rc=48\n"
     "13 hipMemImportFromShareableHandle out=h2 os=fd2 type=posix_fd rc=hipSuccess\n"
-    "- mori_close fd=fd2 rc=0\n"
+    "- close fd=fd2 rc=0\n"
     "14 hipMemAddressReserve out=r2 size=0xc00000 align=0x200000 hint=0 flags=0x0 rc=hipSuccess\n"
     "15 hipMemMap addr=r2 size=0x600000 offset=0x0 handle=h1 flags=0x0 rc=hipSuccess\n"
     "16 hipMemMap addr=r2+0x600000 size=0x600000 offset=0x0 handle=h2 flags=0x0 rc=hipSuccess\n"
@@ -528,7 +531,7 @@ static const char trace_fd_lifecycle[] =
     "32 hipMemUnmap addr=r1 size=0x600000 rc=hipSuccess\n"
     "33 hipMemAddressFree addr=r1 size=0x600000 rc=hipSuccess\n"
     "34 hipMemRelease handle=h1 rc=hipSuccess\n"
-    "- mori_close fd=fd1 rc=0\n";
+    "- close fd=fd1 rc=0\n";
 
 static void fi_trace_seeds(void) {
   static const struct {
@@ -545,14 +548,14 @@ static void fi_trace_seeds(void) {
       {"injected-failure",
        "7 hipMemCreate out=0 size=0x600000 prop=pinned/posix_fd/0 flags=0x0 "
        "rc=hipErrorOutOfMemory injected\n"
-       "- mori_sendmsg fds=none bytes=0x30 rc=-1 errno=EPIPE injected\n"},
+       "- sendmsg fds=none bytes=0x30 rc=-1 errno=EPIPE injected\n"},
       {"numbers-and-names",
        "1 hipMemSetAccess addr=d4+0x10 size=4096 desc=3/7 count=1 rc=2\n"
        "2 hipMemcpy dst=host src=0 size=0 kind=0 rc=hipErrorInvalidValue\n"
-       "- mori_recvmsg fds=fd1,fd2,fd3 bytes=0x60 rc=96\n"
-       "- mori_close fd=other rc=-1\n"},
+       "- recvmsg fds=fd1,fd2,fd3 bytes=0x60 rc=96\n"
+       "- close fd=other rc=-1\n"},
       {"bad-unknown-call", "1 hipMemFrobnicate rc=hipSuccess\n"},
-      {"bad-socket-call-with-index", "5 mori_close fd=fd1 rc=0\n"},
+      {"bad-socket-call-with-index", "5 close fd=fd1 rc=0\n"},
       {"bad-runtime-call-without-index", "- hipFree addr=d1 rc=hipSuccess\n"},
       {"bad-missing-rc", "1 hipFree addr=d1\n"},
       {"bad-value", "1 hipMemMap addr=q1 size=0x1 offset=0x0 handle=h1 flags=0x0 rc=0\n"},

@@ -212,6 +212,12 @@ long mori_shim_ledger_total(void) {
   return n;
 }
 
+int mori_shim_runtime_fds(void) {
+  /* never brings a backend up: none active holds nothing */
+  const struct mori__shim_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+  return b != NULL && b->own_fds != NULL ? b->own_fds() : 0;
+}
+
 long mori_shim_ledger_report(FILE *out) {
   pthread_mutex_lock(&ledger_lock);
   long n = (long)ledger_len;
@@ -525,8 +531,21 @@ void mori_sim_graph_destroy(mori_sim_graph *graph) { mori__sim_graph_destroy(gra
 
 /* ---- the OS calls ---- */
 
+/* A failed OS call leaves its detail as a failed runtime call does
+ * ("calloc: Cannot allocate memory (ENOMEM 12)"), so an error built after
+ * it can name the call (errno is kept). */
+static void os_failed(const char *name) {
+  int e = errno;
+  mori__shim_detail("%s: %s (errno %d)", name, strerror(e), e);
+  errno = e;
+}
+
 #define MORI_SHIM_OS_FORWARD(ret, name, params, args) \
-  ret mori_##name params { return name args; }
+  ret mori_##name params {                             \
+    ret r_ = name args;                                \
+    if (r_ == MORI_SHIM_OS_FAILURE(ret)) os_failed(#name); \
+    return r_;                                         \
+  }
 MORI_SHIM_OS_CALLS(MORI_SHIM_OS_FORWARD)
 #undef MORI_SHIM_OS_FORWARD
 

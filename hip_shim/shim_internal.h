@@ -64,6 +64,9 @@ struct mori__shim_backend {
   /* Clears the runtime's own sticky error; may be NULL. */
   hipError_t (*clear_last_error)(void);
   hipError_t (*runtime_version)(int *version);
+  /* fds the backend itself holds for resources still live (the sim: one
+   * memfd per live allocation); may be NULL (none it can name). */
+  int (*own_fds)(void);
 };
 
 extern const struct mori__shim_backend mori__shim_sim;

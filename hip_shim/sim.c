@@ -36,6 +36,7 @@ static const struct {
     {"export-fd-lifetime", MORI__SIM_Q_EXPORT_FD_LIFETIME},
     {"unmap-multi", MORI__SIM_Q_UNMAP_MULTI},
     {"memset-fabric", MORI__SIM_Q_MEMSET_FABRIC},
+    {"import-fd-lifetime", MORI__SIM_Q_IMPORT_FD_LIFETIME},
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -494,4 +495,5 @@ const struct mori__shim_backend mori__shim_sim = {
     .memcpy_async = sim_memcpy_async,
     .clear_last_error = NULL, /* the sim keeps no sticky error of its own */
     .runtime_version = sim_runtime_version,
+    .own_fds = mori__sim_own_fds,
 };

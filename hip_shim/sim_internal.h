@@ -34,6 +34,7 @@ enum mori__sim_quirk {
   MORI__SIM_Q_EXPORT_FD_LIFETIME = 1u << 1,
   MORI__SIM_Q_UNMAP_MULTI = 1u << 2,
   MORI__SIM_Q_MEMSET_FABRIC = 1u << 3,
+  MORI__SIM_Q_IMPORT_FD_LIFETIME = 1u << 4,
 };
 
 struct mori__sim_config {
@@ -182,5 +183,7 @@ void mori__sim_streams_atfork_child(void) MORI__SIM_HIDDEN;
 /* Bytes of physical memory still alive (held by a handle or a mapping);
  * caller holds mori__sim_lock. */
 size_t mori__sim_live_bytes(void) MORI__SIM_HIDDEN;
+/* The memfds of live allocations (takes mori__sim_lock). */
+int mori__sim_own_fds(void) MORI__SIM_HIDDEN;
 
 #endif

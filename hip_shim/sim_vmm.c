@@ -42,6 +42,9 @@ struct sim_alloc {
     ino_t ino;
   } *exported;
   size_t nexported, cap_exported;
+  /* quirk import-fd-lifetime: the importer's fd this handle came from,
+   * checked at map and access (fd -1: none) */
+  struct sim_exported_fd imported_from;
 };
 
 struct sim_reservation {
@@ -103,6 +106,14 @@ size_t mori__sim_live_bytes(void) {
   return n;
 }
 
+int mori__sim_own_fds(void) {
+  int n = 0;
+  pthread_mutex_lock(&mori__sim_lock);
+  for (size_t i = 0; i < nallocs; i++) n += allocs[i]->memfd >= 0;
+  pthread_mutex_unlock(&mori__sim_lock);
+  return n;
+}
+
 /* Frees the memory once nothing holds it any more. */
 static void alloc_settle(struct sim_alloc *a) {
   if (a->handle_refs > 0 || a->map_refs > 0 || a->memfd < 0) return;
@@ -126,7 +137,7 @@ static hipError_t alloc_add(const char *call, int memfd, size_t size,
     return out_of_memory(call, "allocation table");
   }
   *a = (struct sim_alloc){.memfd = memfd, .size = size, .type = type, .id = id,
-                          .handle_refs = 1};
+                          .handle_refs = 1, .imported_from = {.fd = -1}};
   allocs[nallocs++] = a;
   *handle = (hipMemGenericAllocationHandle_t)a;
   return hipSuccess;
@@ -272,16 +283,31 @@ static hipError_t create_locked(hipMemGenericAllocationHandle_t *handle, size_t 
   return alloc_add(call, fd, size, prop->requestedHandleType, id, handle);
 }
 
+/* The fd still names the file it named when it was recorded. */
+static int fd_still_open(const struct sim_exported_fd *x) {
+  struct stat st;
+  return fcntl(x->fd, F_GETFD) != -1 && fstat(x->fd, &st) == 0 && st.st_dev == x->dev &&
+         st.st_ino == x->ino;
+}
+
+/* Quirk import-fd-lifetime (rocm-systems #8304/#8440): the importer closed
+ * the fd it imported from before mapping or granting access; the call then
+ * fails with InvalidValue, as it did on ROCm before the fix. */
+static hipError_t import_fd_closed(const char *call, const struct sim_alloc *a) {
+  if (!mori__sim_quirk(MORI__SIM_Q_IMPORT_FD_LIFETIME) || a->imported_from.fd < 0 ||
+      fd_still_open(&a->imported_from))
+    return hipSuccess;
+  mori__shim_detail("%s: quirk import-fd-lifetime: the importer closed fd %d, which the handle "
+                    "was imported from, before the handle's release",
+                    call, a->imported_from.fd);
+  return hipErrorInvalidValue;
+}
+
 /* Quirk export-fd-lifetime: the fd number of an exported fd that no longer
  * refers to the allocation (closed, or reused for another file), or -1. */
 static int closed_export(const struct sim_alloc *a) {
-  for (size_t i = 0; i < a->nexported; i++) {
-    struct stat st;
-    const struct sim_exported_fd *x = &a->exported[i];
-    if (fcntl(x->fd, F_GETFD) == -1 || fstat(x->fd, &st) != 0 || st.st_dev != x->dev ||
-        st.st_ino != x->ino)
-      return x->fd;
-  }
+  for (size_t i = 0; i < a->nexported; i++)
+    if (!fd_still_open(&a->exported[i])) return a->exported[i].fd;
   return -1;
 }
 
@@ -401,6 +427,7 @@ static hipError_t map_locked(void *ptr, size_t size, size_t offset,
   if (size > a->size)
     return mori__sim_contract(call, RULE_MAP_LARGER_THAN_ALLOCATION, "map %zu, allocation %zu",
                               size, a->size);
+  if ((e = import_fd_closed(call, a)) != hipSuccess) return e;
   uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
   if (reservation_holding(lo, hi) == NULL)
     return mori__sim_contract(call, RULE_MAP_INSIDE_RESERVATION, "[%p, +%zu)", ptr, size);
@@ -508,8 +535,11 @@ static hipError_t set_access_locked(void *ptr, size_t size, const hipMemAccessDe
     if (desc[i].flags > flags) flags = desc[i].flags;
   }
   uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
-  for (uintptr_t at = lo; at < hi; at += GRAN)
-    if (mapping_at(at) == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", (void *)at);
+  for (uintptr_t at = lo; at < hi; at += GRAN) {
+    const struct sim_mapping *m = mapping_at(at);
+    if (m == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", (void *)at);
+    if ((e = import_fd_closed(call, m->alloc)) != hipSuccess) return e;
+  }
   if (mprotect(ptr, size, access_prot[flags]) != 0) {
     mori__shim_detail("%s: mprotect [%p, +%zu): %s", call, ptr, size, strerror(errno));
     return hipErrorInvalidValue;
@@ -664,7 +694,12 @@ static hipError_t import_locked(hipMemGenericAllocationHandle_t *handle, void *o
   int own = fd < 0 || fd > INT_MAX ? -1 : fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0)
     return mori__sim_contract(call, RULE_IMPORT_GARBAGE, "fd %" PRIdPTR " is not open", fd);
-  return adopt(call, own, type, NULL, 0, handle);
+  struct stat st;
+  hipError_t e = adopt(call, own, type, NULL, 0, handle);
+  if (e == hipSuccess && fstat((int)fd, &st) == 0) /* for quirk import-fd-lifetime */
+    ((struct sim_alloc *)*handle)->imported_from =
+        (struct sim_exported_fd){(int)fd, st.st_dev, st.st_ino};
+  return e;
 }
 
 /* ---- checks for copies and memops ---- */

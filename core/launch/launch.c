@@ -48,7 +48,7 @@ static void remove_tree(const char *dir) {
 }
 
 static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir,
-                      const char *incarnation, int wfd) {
+                      const char *incarnation, int wfd, int store_in_rank) {
   char msg[1024] = "", rank_text[16];
   mori_store *store = NULL;
   snprintf(rank_text, sizeof rank_text, "%d", rank);
@@ -58,14 +58,14 @@ static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const cha
   char sockets[4096];
   snprintf(sockets, sizeof sockets, "%s/sockets", dir);
   setenv("MORI_SYMM_SOCKET_DIR", sockets, 1);
-  int rc = mori_file_store_open(dir, &store);
+  int rc = store_in_rank ? 0 : mori_file_store_open(dir, &store);
   if (rc != 0) {
     snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);
   } else {
-    store->incarnation = incarnation; /* this launch's, fresh: no in-band agreement */
-    mori_rank_ctx ctx = {rank, world, store, dir, arg};
+    if (store) store->incarnation = incarnation; /* this launch's, fresh: no in-band agreement */
+    mori_rank_ctx ctx = {rank, world, store, dir, arg, incarnation};
     rc = fn(&ctx, msg, sizeof msg);
-    store->destroy(store);
+    if (store) store->destroy(store);
   }
   size_t n = strnlen(msg, sizeof msg - 1);
   msg[n] = '\n';
@@ -77,8 +77,26 @@ static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const cha
   exit(rc == 0 ? 0 : 1);
 }
 
-int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
-                mori_rank_result *results) {
+/* Kills rank r now if its progress stood still for the watch's stall_ms. */
+static void watch_rank(const mori_launch_watch *w, int r, pid_t pid, long *last, double *moved,
+                       double now, mori_rank_result *res) {
+  long p = w->progress(r, w->ctx);
+  if (p < 0 || p != last[r]) {
+    last[r] = p;
+    moved[r] = now;
+    return;
+  }
+  if (now - moved[r] < w->stall_ms || res->hung) return;
+  kill(pid, SIGKILL); /* its pipe reaches EOF; the wait below sees the kill */
+  res->hung = 1;
+  res->wall_ms = now;
+}
+
+static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                     const mori_launch_watch *watch, mori_rank_result *results);
+
+int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                        const mori_launch_watch *watch, mori_rank_result *results) {
   /* Under $TMPDIR if set, else on the shared-memory tmpfs where there is
    * one, else /tmp: every rendezvous creates and renames files and binds
    * sockets, which costs tens of microseconds each on ext4 and a few on a
@@ -89,16 +107,27 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
   if (snprintf(dir, sizeof dir, "%s/mori-launch-XXXXXX", tmp) >= (int)sizeof dir ||
       mkdtemp(dir) == NULL)
     return world;
-  int failed = mori_launch_at(dir, world, fn, arg, deadline_ms, results);
+  int failed = launch_in(dir, world, fn, arg, deadline_ms, watch, results);
+  if (watch && watch->inspect) watch->inspect(dir, results, world, watch->ctx);
   remove_tree(dir);
   return failed;
+}
+
+int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                mori_rank_result *results) {
+  return mori_launch_watched(world, fn, arg, deadline_ms, NULL, results);
+}
+
+int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                   mori_rank_result *results) {
+  return launch_in(dir, world, fn, arg, deadline_ms, NULL, results);
 }
 
 /* In a rank: its launcher's results array (see the fork below). */
 static mori_rank_result *volatile child_results; /* volatile: the store must happen */
 
-int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
-                   mori_rank_result *results) {
+static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                     const mori_launch_watch *watch, mori_rank_result *results) {
   char sockets[4096], incarnation[33];
   snprintf(sockets, sizeof sockets, "%s/sockets", dir);
   (void)mkdir(sockets, 0700);
@@ -112,6 +141,9 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
   struct pollfd *pfd = calloc((size_t)world, sizeof *pfd);
   size_t *got = calloc((size_t)world, sizeof *got);
   char *hung_pipe = calloc((size_t)world, 1);
+  long *last = calloc((size_t)world, sizeof *last);
+  double *moved = calloc((size_t)world, sizeof *moved);
+  int watching = watch && watch->progress && watch->stall_ms > 0 && last && moved;
   memset(results, 0, (size_t)world * sizeof *results);
   fflush(NULL);
   double t0 = now_ms();
@@ -130,12 +162,16 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
       free(pfd);
       free(got);
       free(hung_pipe);
+      free(last);
+      free(moved);
       child_results = results;
-      run_child(r, world, fn, arg, dir, incarnation, p[1]);
+      run_child(r, world, fn, arg, dir, incarnation, p[1], watch && watch->store_in_rank);
     }
     close(p[1]);
     pfd[r].fd = p[0];
     pfd[r].events = POLLIN;
+    results[r].pid = (int)pids[r];
+    if (watching) last[r] = -1;
   }
   int open = world;
   while (open > 0) {
@@ -144,13 +180,16 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
     int n = poll(pfd, (nfds_t)world, left > 100 ? 100 : (int)left + 1);
     if (n < 0 && errno != EINTR) break;
     for (int r = 0; r < world; r++) {
-      if (pfd[r].fd < 0 || !(pfd[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (pfd[r].fd < 0) continue;
+      if (watching && pids[r] > 0)
+        watch_rank(watch, r, pids[r], last, moved, now_ms() - t0, &results[r]);
+      if (!(pfd[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char *buf = results[r].msg;
       ssize_t k = read(pfd[r].fd, buf + got[r], sizeof results[r].msg - 1 - got[r]);
       if (k > 0) { got[r] += (size_t)k; continue; }
       close(pfd[r].fd);
       pfd[r].fd = -1;
-      results[r].wall_ms = now_ms() - t0;
+      if (!results[r].hung) results[r].wall_ms = now_ms() - t0;
       open--;
     }
   }
@@ -184,5 +223,7 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
   free(pfd);
   free(got);
   free(hung_pipe);
+  free(last);
+  free(moved);
   return failed;
 }

@@ -16,16 +16,18 @@ typedef struct mori_rank_ctx {
   mori_store *store;
   const char *store_dir;
   void *arg;
+  const char *incarnation; /* this launch's id (the store's incarnation) */
 } mori_rank_ctx;
 
 /* Returns 0 on success; msg (one line) goes back to the parent. */
 typedef int (*mori_rank_fn)(const mori_rank_ctx *ctx, char *msg, size_t msglen);
 
 typedef struct mori_rank_result {
+  int pid;         /* the rank's process */
   int exited;      /* 1 if the process exited by itself */
   int exit_code;   /* its exit status (0: fn returned 0) */
   int signal;      /* the signal that killed it, 0 if none */
-  int hung;        /* killed by the launcher at the deadline */
+  int hung;        /* killed by the launcher: its progress stood still, or the deadline */
   double wall_ms;
   char msg[1024];
 } mori_rank_result;
@@ -42,6 +44,29 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
  * go under <dir>/sockets. */
 int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
                    mori_rank_result *results);
+
+/* How mori_launch_watched tells a hung rank from a slow one: by progress,
+ * not by a guess of how long the work takes on a loaded machine. */
+typedef struct mori_launch_watch {
+  /* A count that moves whenever the rank does work (the fault shim counts
+   * every call of the seam); -1 when unknown.  NULL: no progress watch. */
+  long (*progress)(int rank, void *ctx);
+  void *ctx;
+  /* A rank whose count stood still this long is hung and killed. */
+  int stall_ms;
+  /* Called once every rank is gone, before the launch directory is
+   * removed: a check of what the ranks left behind.  May be NULL. */
+  void (*inspect)(const char *dir, const mori_rank_result *results, int world, void *ctx);
+  /* 1: ctx->store is NULL and the rank opens the store over
+   * ctx->store_dir itself (with ctx->incarnation), so that a failure there is the rank's to
+   * report (fault sweeps fail the store's calls too). */
+  int store_in_rank;
+} mori_launch_watch;
+
+/* mori_launch, with deadline_ms only as the last resort against a rank
+ * that keeps making progress forever. */
+int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                        const mori_launch_watch *watch, mori_rank_result *results);
 
 /* Number of open fds of this process (for leak checks). */
 int mori_count_fds(void);

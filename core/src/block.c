@@ -35,45 +35,67 @@ static hipMemAllocationProp make_prop(int device, int handle_type) {
   return p;
 }
 
+/* An answer to "can this device share fabric handles?": the runtime says
+ * no with NotSupported (and releases that do not know the handle type,
+ * with InvalidValue).  Anything else is a failure of the call. */
+static int answers_no(hipError_t e) {
+  return e == hipErrorNotSupported || e == hipErrorInvalidValue;
+}
+
 /* Fabric only if create AND export both succeed: they fail at different
  * steps on different parts (create on gfx9, export on gfx1250 with older
- * ROCm).  The sticky error the probe leaves is cleared. */
-static void probe_device(int device) {
+ * ROCm).  The sticky error the probe leaves is cleared.  A call that fails
+ * with anything but an answer fails the probe (MORI_EHIP naming it) and
+ * nothing is cached: a transient failure must not decide the handle type,
+ * which every peer must agree on. */
+static int probe_device(int device) {
   hipMemAllocationProp prop = make_prop(device, hipMemHandleTypeFabric);
   hipMemGenericAllocationHandle_t h;
   size_t gran = 0;
   hipError_t e;
-  probes[device].handle_type = hipMemHandleTypePosixFileDescriptor;
+  const char *failed = NULL;
+  int type = hipMemHandleTypePosixFileDescriptor;
+  char why[sizeof probes[0].why];
   if ((e = mori_hipMemGetAllocationGranularity(&gran, &prop,
                                                hipMemAllocationGranularityRecommended)) !=
           hipSuccess ||
       gran == 0) {
-    snprintf(probes[device].why, sizeof probes[device].why,
-             "fabric granularity query failed: %s", mori_shim_message());
+    failed = e != hipSuccess && !answers_no(e) ? "hipMemGetAllocationGranularity" : NULL;
+    snprintf(why, sizeof why, "fabric granularity query failed: %s", mori_shim_message());
   } else if ((e = mori_hipMemCreate(&h, gran, &prop, 0)) != hipSuccess) {
-    snprintf(probes[device].why, sizeof probes[device].why, "fabric create failed: %s",
-             mori_shim_message());
+    failed = answers_no(e) ? NULL : "hipMemCreate";
+    snprintf(why, sizeof why, "fabric create failed: %s", mori_shim_message());
   } else {
     hipMemFabricHandle_t blob;
     e = mori_hipMemExportToShareableHandle(&blob, h, hipMemHandleTypeFabric, 0);
-    if (e == hipSuccess) {
-      probes[device].handle_type = hipMemHandleTypeFabric;
-      snprintf(probes[device].why, sizeof probes[device].why,
-               "fabric create and export succeeded");
-    } else {
-      snprintf(probes[device].why, sizeof probes[device].why,
-               "fabric create succeeded, export failed: %s", mori_shim_message());
-    }
-    (void)mori_hipMemRelease(h);
+    if (e == hipSuccess) type = hipMemHandleTypeFabric;
+    failed = e == hipSuccess || answers_no(e) ? NULL : "hipMemExportToShareableHandle";
+    snprintf(why, sizeof why, e == hipSuccess ? "fabric create and export succeeded"
+                                              : "fabric create succeeded, export failed: %s",
+             mori_shim_message());
+    mori_ledger_entry handle = {MORI_RES_PHYS_HANDLE, (uintptr_t)h, gran, 0};
+    hipError_t answer = e;
+    if (mori__release_entry(NULL, &handle) != 0 && failed == NULL) return MORI_EHIP;
+    e = answer;
   }
   (void)mori_hipGetLastError();
+  if (failed != NULL) return mori__hip_error(failed, e);
+  probes[device].handle_type = type;
+  snprintf(probes[device].why, sizeof probes[device].why, "%s", why);
   probes[device].done = 1;
+  return 0;
 }
 
-/* Under probe_lock: the device's handle type, probed once. */
-static int probed_type(int device) {
-  if (!probes[device].done) probe_device(device);
-  return probes[device].handle_type;
+/* Under probe_lock: the device's handle type, probed once, in *type. */
+static int probed_type(int device, int *type) {
+  if (!probes[device].done) MORI_GUARD(probe_device(device));
+  *type = probes[device].handle_type;
+  return 0;
+}
+
+const char *mori__probe_why(int device) {
+  return device >= 0 && device < MORI_MAX_DEVICES && probes[device].done ? probes[device].why
+                                                                         : "not probed";
 }
 
 int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen) {
@@ -83,8 +105,8 @@ int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen) {
   hipError_t e = mori_hipSetDevice(device);
   if (e != hipSuccess) return mori__hip_error("hipSetDevice", e);
   pthread_mutex_lock(&probe_lock);
-  *handle_type = probed_type(device);
-  if (why) snprintf(why, whylen, "%s", probes[device].why);
+  rc = probed_type(device, handle_type);
+  if (rc == 0 && why) snprintf(why, whylen, "%s", probes[device].why);
   pthread_mutex_unlock(&probe_lock);
   return rc;
 }
@@ -115,7 +137,7 @@ static int table_insert(mori_block *b) {
   if (nblocks == cap_blocks) {
     size_t cap = cap_blocks ? cap_blocks * 2 : 16;
     mori_block **n = mori_realloc(blocks, cap * sizeof *n);
-    if (n == NULL) return mori__error(MORI_ENOMEM, "alloc: block table out of memory");
+    if (n == NULL) return mori__nomem("alloc: block table");
     blocks = n;
     cap_blocks = cap;
   }
@@ -256,8 +278,9 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
   mori_fsm_init(&b->fsm, MORI_FSM_BLOCK, 0, 0);
   MORI_HIP("hipSetDevice", mori_hipSetDevice(device));
   pthread_mutex_lock(&probe_lock);
-  b->handle_type = probed_type(device);
+  int probed = probed_type(device, &b->handle_type);
   pthread_mutex_unlock(&probe_lock);
+  MORI_GUARD(probed);
 
   hipMemAllocationProp prop = make_prop(device, b->handle_type);
   size_t gran = 0;
@@ -282,7 +305,7 @@ static int alloc(size_t size, int device, hipStream_t stream, int stream_order, 
     return mori__error(MORI_ERANGE, "alloc: device %d out of range", device);
   pthread_once(&exit_hook, register_exit_hook);
   mori_block *b = mori_calloc(1, sizeof *b);
-  if (b == NULL) return mori__error(MORI_ENOMEM, "alloc: out of host memory");
+  if (b == NULL) return mori__nomem("alloc");
   int rc = alloc_block(b, size, device, stream, stream_order);
   if (rc == 0) {
     MORI_LOG_DEVICE(MORI_LOG_INFO, device, "alloc %zu bytes: base %p, %zu physical, %s", size,

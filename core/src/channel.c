@@ -76,8 +76,8 @@ static uint32_t host_tag(void) {
   uint8_t id[MORI_WIRE_HOST_ID_SIZE];
   uint64_t ns = 0;
   uint32_t h = 2166136261u; /* FNV-1a */
-  mori__host_id(id);
-  int fd = mori_openat(AT_FDCWD, "/proc/self/ns/pid", O_RDONLY | O_CLOEXEC, 0);
+  (void)mori__host_id(id); /* zeros if unreadable: the tag is only a name */
+  int fd = mori__openat(AT_FDCWD, "/proc/self/ns/pid", O_RDONLY | O_CLOEXEC, 0);
   struct stat st;
   if (fd >= 0 && mori_fstat(fd, &st) == 0) ns = (uint64_t)st.st_ino;
   if (fd >= 0) mori_close(fd);
@@ -93,7 +93,7 @@ static uint32_t host_tag(void) {
 /* Removes the sockets in base/name and then the directory, if it is ours.
  * Anything but a socket in it stays, and so does the directory. */
 static void remove_dead_dir(int base, const char *name, long pid) {
-  int dir = mori_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  int dir = mori__openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
   struct stat st;
   if (dir < 0) return;
   if (mori_fstat(dir, &st) != 0 || st.st_uid != geteuid()) {
@@ -106,10 +106,10 @@ static void remove_dead_dir(int base, const char *name, long pid) {
     for (ssize_t off = 0; off < n;) {
       const struct dirent64 *e = (const struct dirent64 *)(buf + off);
       off += e->d_reclen;
-      if (e->d_type == DT_SOCK) (void)mori_unlinkat(dir, e->d_name, 0);
+      if (e->d_type == DT_SOCK) (void)mori__unlinkat(dir, e->d_name, 0);
     }
   mori_close(dir);
-  int gone = mori_unlinkat(base, name, AT_REMOVEDIR) == 0;
+  int gone = mori__unlinkat(base, name, AT_REMOVEDIR) == 0;
   MORI_LOG(MORI_LOG_INFO, -1, -1, "fd channel: %s the socket directory %s of pid %ld, which is gone",
            gone ? "removed" : "could not remove", name, pid);
 }
@@ -121,7 +121,7 @@ static void sweep_leftovers(int base) {
   int me = (int)getpid();
   if (atomic_exchange(&swept_by, me) == me) return;
   uint32_t tag = host_tag();
-  int dir = mori_openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  int dir = mori__openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
   if (dir < 0) return;
   char buf[4096] __attribute__((aligned(__alignof__(struct dirent64))));
   ssize_t n;
@@ -151,11 +151,13 @@ static int private_dir_make(mori_channel *ch, const char *base_path) {
     snprintf(ch->dir, sizeof ch->dir, DIR_PREFIX "%ld-%08x-%016llx", (long)getpid(), tag,
              (unsigned long long)mori__random64());
     /* 0700 whatever the umask: we must be able to bind in it */
-    if (mori_mkdirat(ch->base, ch->dir, 0700) == 0)
-      return mori_fchmodat(ch->base, ch->dir, 0700, 0) == 0
-                 ? 0
-                 : mori__error(MORI_EIO, "fd channel: chmod(%s/%s): %s", base_path, ch->dir,
-                               strerror(errno));
+    if (mori_mkdirat(ch->base, ch->dir, 0700) == 0) {
+      if (mori_fchmodat(ch->base, ch->dir, 0700, 0) == 0) return 0;
+      int rc = mori__error(MORI_EIO, "fd channel: chmod(%s/%s): %s", base_path, ch->dir,
+                           strerror(errno));
+      (void)mori__unlinkat(ch->base, ch->dir, AT_REMOVEDIR); /* made here: gone with the failure */
+      return rc;
+    }
     if (errno != EEXIST || tries == 3)
       return mori__error(MORI_EIO, "fd channel: mkdir(%s/%s): %s", base_path, ch->dir,
                          strerror(errno));
@@ -166,7 +168,7 @@ static int private_dir_make(mori_channel *ch, const char *base_path) {
  * mkdir made: a directory of ours that nobody else may enter. */
 static int private_dir_open(const mori_channel *ch, const char *base_path, int *dir) {
   struct stat st;
-  *dir = mori_openat(ch->base, ch->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  *dir = mori__openat(ch->base, ch->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
   if (*dir < 0)
     return mori__error(MORI_EIO, "fd channel: open(%s/%s): %s", base_path, ch->dir,
                        strerror(errno));
@@ -205,8 +207,8 @@ static void channel_remove(mori_channel *ch) {
   if (ch->fd >= 0) mori_close(ch->fd); /* datagrams still queued, and fds in them, go with it */
   if (ch->dir[0]) {
     snprintf(sock, sizeof sock, "%s/w%llu", ch->dir, (unsigned long long)ch->window_seq);
-    (void)mori_unlinkat(ch->base, sock, 0);
-    (void)mori_unlinkat(ch->base, ch->dir, AT_REMOVEDIR);
+    (void)mori__unlinkat(ch->base, sock, 0);
+    (void)mori__unlinkat(ch->base, ch->dir, AT_REMOVEDIR);
   }
   if (ch->base >= 0) mori_close(ch->base);
   free(ch);
@@ -216,7 +218,7 @@ int mori_channel_open(uint64_t window_seq, mori_channel **out) {
   if (!out) return mori__error(MORI_EINVAL, "mori_channel_open: out is NULL");
   *out = NULL;
   mori_channel *ch = mori_calloc(1, sizeof *ch);
-  if (!ch) return mori__error(MORI_ENOMEM, "fd channel: %zu bytes", sizeof *ch);
+  if (!ch) return mori__nomem("fd channel: %zu bytes", sizeof *ch);
   ch->fd = ch->base = -1;
   ch->window_seq = window_seq;
   const char *base_path = socket_base();
@@ -435,7 +437,7 @@ static int peer_dir_open(const exchange *x, const char *path, size_t dir_len, in
       !*rest || strchr(rest, '/') || strcmp(rest, "..") == 0 || strcmp(rest, ".") == 0)
     return mori__trusted_dir_open(dirpath, 0, "fd channel", dir);
   struct stat st;
-  *dir = mori_openat(ch->base, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  *dir = mori__openat(ch->base, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
   if (*dir < 0)
     return mori__error(errno == ENOENT ? MORI_ENOTFOUND : MORI_EIO, "fd channel: open(%s): %s",
                        dirpath, strerror(errno));
@@ -472,12 +474,12 @@ static int resolve_peer(exchange *x, int r) {
     return rc;
   }
   struct stat st;
-  int sock = mori_openat(dir, slash + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+  int sock = mori__openat(dir, slash + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
   int err = errno;
   mori_close(dir);
   if (sock < 0)
-    return mori__error(MORI_EIO, "rank %d%s: %s: %s", r, err == ENOENT ? " is gone" : "", path,
-                       strerror(err));
+    return mori__error(MORI_EIO, "rank %d%s: open(%s): %s", r, err == ENOENT ? " is gone" : "",
+                       path, strerror(err));
   if (mori_fstat(sock, &st) != 0)
     rc = mori__error(MORI_EIO, "rank %d: fstat(%s): %s", r, path, strerror(errno));
   else if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
@@ -646,7 +648,7 @@ int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world,
   flags = mori_calloc(2, (size_t)world);
   dest = mori_malloc((size_t)world * sizeof *dest);
   if (!flags || !dest) {
-    rc = mori__error(MORI_ENOMEM, "%d bytes", 2 * world + world * (int)sizeof *dest);
+    rc = mori__nomem("fd channel: %d bytes", 2 * world + world * (int)sizeof *dest);
     goto Exit;
   }
   for (int r = 0; r < world; r++) dest[r] = -1;

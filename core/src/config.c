@@ -120,19 +120,28 @@ static int hexval(int c) {
   return -1;
 }
 
-void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
+/* A host id that silently read as zeros would make peers on one host look
+ * like hosts apart, so a failure to read it is an error of its own. */
+int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
+  static const char path[] = "/proc/sys/kernel/random/boot_id";
   char text[64] = "";
   memset(out, 0, MORI_WIRE_HOST_ID_SIZE);
   const char *forced = getenv("MORI_SYMM_HOST_ID"); /* tests: pretend another host */
   if (forced) {
     snprintf(text, sizeof text, "%s", forced);
   } else {
-    int fd = mori_openat(AT_FDCWD, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0);
-    if (fd >= 0) {
-      ssize_t n = mori_read(fd, text, sizeof text - 1);
-      text[n > 0 ? n : 0] = '\0';
-      mori_close(fd);
+    int fd;
+    ssize_t n;
+    fd = mori__openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return mori__error(MORI_EIO, "host id: openat(%s): %s", path, strerror(errno));
+    while ((n = mori_read(fd, text, sizeof text - 1)) < 0 && errno == EINTR) {
     }
+    int err = errno;
+    mori_close(fd);
+    if (n <= 0)
+      return mori__error(MORI_EIO, "host id: read(%s): %s", path,
+                         n < 0 ? strerror(err) : "empty file");
+    text[n] = '\0';
   }
   size_t k = 0;
   for (const char *p = text; *p && k < 2 * MORI_WIRE_HOST_ID_SIZE; p++) {
@@ -141,6 +150,7 @@ void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
     out[k / 2] |= (uint8_t)(k % 2 ? v : v << 4);
     k++;
   }
+  return 0;
 }
 
 uint64_t mori__random64(void) {

@@ -63,6 +63,23 @@ int mori__hip_error(const char *call, hipError_t err) {
                      (int)err, detail && *detail ? ": " : "", detail ? detail : "");
 }
 
+int mori__nomem(const char *fmt, ...) {
+  char what[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return mori__error(MORI_ENOMEM, "%s: out of host memory: %s", what, mori_shim_message());
+}
+
+void mori__error_suffix(const char *fmt, ...) {
+  size_t n = strlen(message);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n < sizeof message) vsnprintf(message + n, sizeof message - n, fmt, ap);
+  va_end(ap);
+}
+
 void mori__error_prefix(const char *fmt, ...) {
   char prefix[256], rest[sizeof message];
   va_list ap;

@@ -34,8 +34,9 @@ void mori__log_device(int level, int device, const char *fmt, ...)
   } while (0)
 
 size_t mori__round_up(size_t n, size_t to);
-/* 16 bytes of the host's boot id, so ranks can tell whether they share a host. */
-void mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
+/* 16 bytes of the host's boot id, so ranks can tell whether they share a
+ * host; 0, or MORI_EIO naming the call that failed. */
+int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
 uint64_t mori__random64(void);
 double mori__now_us(void);
 
@@ -75,11 +76,20 @@ typedef int (*mori__step)(void *ctx);
  * each row's event.  On a failure: on_fail (may be NULL), then the rollback
  * through the release table; the message names the step. */
 int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                void (*on_fail)(void *ctx, int rc));
+                int (*on_fail)(void *ctx, int rc));
 /* Records an acquired resource (cannot fail for memory under mori__drive). */
 int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux);
 /* The value of the entry of kind for rank aux. */
 int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *value);
+/* ---- OS calls (os.c) ---- */
+
+/* mori_openat, with EINTR retried. */
+int mori__openat(int dirfd, const char *path, int flags, mode_t mode);
+/* mori_unlinkat of a file of ours, tried once more if the first fails (a
+ * transient failure must not leave it behind); a file already gone counts
+ * as removed.  0, or -1 with errno. */
+int mori__unlinkat(int dirfd, const char *path, int flags);
+
 /* Runs a shim call and turns a failure into MORI_EHIP naming it. */
 #define MORI_HIP(call, expr)                                                         \
   do {                                                                               \
@@ -121,6 +131,8 @@ typedef struct mori_block {
   char failure[512];
 } mori_block;
 
+/* Why the device's handle type is what it is (the probe's findings). */
+const char *mori__probe_why(int device);
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
 mori_block *mori__block_find(const void *ptr);
 long mori__blocks_live(void);
@@ -239,6 +251,10 @@ int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int
  * the error message keeps the cause first, and a failure to publish is
  * appended to it. */
 void mori__publish_abort(mori_window *w, mori_store *store);
+/* After a failure rc of this rank's rendezvous: MORI_EPEER with the peer's
+ * reason if a peer gave up first and rc is what that can cause here (a
+ * socket gone, an allocation released), else rc unchanged. */
+int mori__peer_failed_first(mori_window *w, mori_store *store, int rc);
 /* Publishes this rank's request; the group's first rendezvous in this
  * process agrees on its incarnation first (rank 0 leads, others join). */
 int mori__publish_request(mori_window *w, mori_store *store, const mori_request *q);

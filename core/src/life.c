@@ -42,7 +42,7 @@ int mori__window_register(mori_window *w) {
   if (nregistry == cap_registry) {
     size_t cap = cap_registry ? 2 * cap_registry : 32;
     mori_window **grown = mori_realloc(registry, cap * sizeof *grown);
-    if (grown == NULL) return mori__error(MORI_ENOMEM, "rendezvous: window registry out of memory");
+    if (grown == NULL) return mori__nomem("rendezvous: window registry");
     registry = grown;
     cap_registry = cap;
   }

@@ -149,7 +149,7 @@ static int cmp_nonce(const void *pa, const void *pb) {
  * share a device, each with its own allocation, as in torch's test of it. */
 static int check_distinct(const mori_request *reqs, int world) {
   rank_key *keys = mori_malloc((size_t)world * sizeof *keys);
-  if (!keys) return mori__error(MORI_ENOMEM, "rendezvous: malloc of %d rank keys failed", world);
+  if (!keys) return mori__nomem("rendezvous: %d rank keys", world);
   for (int i = 0; i < world; i++) {
     memcpy(keys[i].host_id, reqs[i].host_id, MORI_WIRE_HOST_ID_SIZE);
     keys[i].device = reqs[i].device;

@@ -123,7 +123,7 @@ static int lead(mori_window *w, mori_store *store, incarnation *inc) {
   inc->lead_seq = w->seq;
   if (w->world > 1) {
     inc->answered = mori_calloc((size_t)w->world, sizeof *inc->answered);
-    if (inc->answered == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+    if (inc->answered == NULL) return mori__nomem("rendezvous");
     for (int r = 1; r < w->world; r++) MORI_GUARD(answer_join(w, store, inc->answered, r));
   }
   return 0;
@@ -196,7 +196,7 @@ static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
   }
   pthread_mutex_unlock(&incarnation_lock);
   if (w->incarnation[0]) return 0;
-  if (inc == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (inc == NULL) return mori__nomem("rendezvous");
   w->incarnation_tried = 1;
   int rc = w->rank == 0 ? lead(w, store, inc) : join(w, store, inc, timeout_ms);
   pthread_mutex_lock(&incarnation_lock);
@@ -241,6 +241,23 @@ static int check_abort(mori_window *w, mori_store *store, const char *what) {
                        (int)why_len, (const char *)why);
   free(why);
   return rc;
+}
+
+/* Failures a peer's can cause here: its socket gone, its export released.
+ * A disagreement this rank finds in the requests is its own finding, and a
+ * wait that timed out its own timeout (the wait looked for aborts all
+ * along), whoever failed first. */
+static int may_follow_a_peer(int rc) { return rc == MORI_EIO || rc == MORI_EHIP; }
+
+int mori__peer_failed_first(mori_window *w, mori_store *store, int rc) {
+  char own[1024];
+  snprintf(own, sizeof own, "%s", mori_last_error());
+  if (!may_follow_a_peer(rc) || check_abort(w, store, "the rendezvous") != MORI_EPEER) {
+    mori__error(MORI_OK, "%s", own);
+    return rc;
+  }
+  mori__error_suffix(" (here then: %s)", own);
+  return MORI_EPEER;
 }
 
 int mori__channel_abort_check(void *ctx) {
@@ -372,7 +389,7 @@ int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
   hex_id *answering = take_answering(w);
   void **vals = mori_calloc((size_t)w->world, sizeof *vals);
   size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
-  int rc = vals && lens ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  int rc = vals && lens ? 0 : mori__nomem("rendezvous");
   if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms, answering, 1);
   free(answering); /* every rank has the id now, or this rendezvous failed */
   for (int r = 0; rc == 0 && r < w->world; r++) {
@@ -398,7 +415,7 @@ int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int
   void **vals = mori_calloc((size_t)w->world, sizeof *vals);
   size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
   int rc = vals && lens ? store->set(store, key, "1", 1)
-                        : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+                        : mori__nomem("rendezvous");
   if (rc == 0) rc = mori__gather(w, store, what, vals, lens, timeout_ms);
   if (vals) mori__free_vals(vals, w->world);
   free(vals);

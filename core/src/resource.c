@@ -40,18 +40,26 @@ static int free_device(const mori_ledger_entry *e) {
   return 0;
 }
 
-static int (*const release_row[MORI_RES__COUNT])(const mori_ledger_entry *) = {
-    [MORI_RES_PHYS_HANDLE] = release_handle,
-    [MORI_RES_LOCAL_RESERVATION] = free_reservation,
-    [MORI_RES_LOCAL_MAPPING] = unmap,
-    [MORI_RES_EXPORTED_FD] = close_fd,
-    [MORI_RES_BLOCK_REF] = NULL, /* borrowed: the block releases itself */
-    [MORI_RES_CHANNEL] = close_channel,
-    [MORI_RES_RECEIVED_FD] = close_fd,
-    [MORI_RES_IMPORTED_HANDLE] = release_handle,
-    [MORI_RES_SPAN_RESERVATION] = free_reservation,
-    [MORI_RES_SLOT_MAPPING] = unmap,
-    [MORI_RES_DEVICE_TABLE] = free_device,
+/* How each kind is given back, and whether a failed release is tried once
+ * more at once: a runtime that fails a release transiently must not make
+ * us leak what it held (the fault sweeps fail each release once).  Never a
+ * close: Linux closes the fd whatever close returns, and the number may
+ * already name another file. */
+static const struct {
+  int (*release)(const mori_ledger_entry *);
+  int retry;
+} release_row[MORI_RES__COUNT] = {
+    [MORI_RES_PHYS_HANDLE] = {release_handle, 1},
+    [MORI_RES_LOCAL_RESERVATION] = {free_reservation, 1},
+    [MORI_RES_LOCAL_MAPPING] = {unmap, 1},
+    [MORI_RES_EXPORTED_FD] = {close_fd, 0},
+    [MORI_RES_BLOCK_REF] = {NULL, 0}, /* borrowed: the block releases itself */
+    [MORI_RES_CHANNEL] = {close_channel, 0},
+    [MORI_RES_RECEIVED_FD] = {close_fd, 0},
+    [MORI_RES_IMPORTED_HANDLE] = {release_handle, 1},
+    [MORI_RES_SPAN_RESERVATION] = {free_reservation, 1},
+    [MORI_RES_SLOT_MAPPING] = {unmap, 1},
+    [MORI_RES_DEVICE_TABLE] = {free_device, 1},
 };
 
 /* The first failure of an unwind: later failures must not overwrite its
@@ -62,15 +70,19 @@ struct unwind_first {
 };
 
 int mori__release_entry(void *ctx, const mori_ledger_entry *e) {
-  if ((unsigned)e->kind >= MORI_RES__COUNT || release_row[e->kind] == NULL) return 0;
+  if ((unsigned)e->kind >= MORI_RES__COUNT || release_row[e->kind].release == NULL) return 0;
   MORI_LOG(MORI_LOG_TRACE, -1, -1, "release %s 0x%lx size %zu aux %d", mori_res_name(e->kind),
            (unsigned long)e->value, e->size, e->aux);
-  int rc = release_row[e->kind](e);
+  int rc = release_row[e->kind].release(e);
   struct unwind_first *first = ctx;
   if (rc != 0 && first != NULL && first->rc == 0) {
     first->rc = rc;
     snprintf(first->message, sizeof first->message, "%s", mori_last_error());
   }
+  /* The failure is reported either way; only the leak is avoided. */
+  if (rc != 0 && release_row[e->kind].retry && release_row[e->kind].release(e) == 0)
+    MORI_LOG(MORI_LOG_WARN, -1, -1, "release %s 0x%lx succeeded when tried again",
+             mori_res_name(e->kind), (unsigned long)e->value);
   return rc;
 }
 
@@ -131,10 +143,10 @@ int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *valu
  * come before anything was acquired, or from a step, never between a
  * step's acquisition and its record. */
 int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                void (*on_fail)(void *ctx, int rc)) {
+                int (*on_fail)(void *ctx, int rc)) {
   int rc = 0, ev = -1;
   if (mori_fsm_reserve(m, mori_fsm_capacity(m)) != 0)
-    rc = mori__error(MORI_ENOMEM, "ledger: %s", m->why);
+    rc = mori__nomem("ledger: %s", m->why);
   while (rc == 0 && (ev = mori_fsm_forward(m->kind, m->state)) >= 0) {
     const char *name = mori_wevent_name((mori_wevent)ev);
     MORI_LOG(MORI_LOG_TRACE, m->kind == MORI_FSM_WINDOW ? m->rank : -1, -1, "step %s from %s",
@@ -145,7 +157,7 @@ int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
     if (rc != 0) mori__error_prefix("step %s: ", name);
   }
   if (rc != 0) {
-    if (on_fail != NULL) on_fail(ctx, rc);
+    if (on_fail != NULL) rc = on_fail(ctx, rc);
     (void)mori__unwind(m, 1);
   }
   return rc;

@@ -111,7 +111,7 @@ static int plan_add(struct plan *p, struct op op) {
   if (p->n == p->cap) {
     int cap = p->cap ? 2 * p->cap : 16;
     struct op *grown = mori_realloc(p->ops, (size_t)cap * sizeof *grown);
-    if (grown == NULL) return mori__error(MORI_ENOMEM, "signals: out of host memory");
+    if (grown == NULL) return mori__nomem("signals");
     p->ops = grown;
     p->cap = cap;
   }
@@ -207,7 +207,7 @@ static int run(mori_window *w, hipStream_t stream, const char *opname, int chann
   if (timeout_ms > 0 && !captured) {
     struct mori__watch_cell *cells = mori_malloc((size_t)p->n * sizeof *cells);
     int n = 0;
-    if (cells == NULL) return mori__error(MORI_ENOMEM, "%s: out of host memory", opname);
+    if (cells == NULL) return mori__nomem("%s", opname);
     for (int i = 0; i < p->n; i++)
       if (p->ops[i].kind == OP_WAIT)
         cells[n++] = (struct mori__watch_cell){p->ops[i].cell, p->ops[i].value, p->ops[i].release,
@@ -307,7 +307,7 @@ int mori__signal_prepare(mori_window *w) {
   if (s == NULL || barriers == NULL) {
     free(s);
     free(barriers);
-    return mori__error(MORI_ENOMEM, "rendezvous: signal state out of host memory");
+    return mori__nomem("rendezvous: signal state");
   }
   s->barriers = barriers;
   w->signals = s;

@@ -95,7 +95,7 @@ static int publish(file_store *fs, const char *key, const char *name, const void
                    size_t len) {
   char tmp[64];
   snprintf(tmp, sizeof tmp, ".tmp-%ld-%lu", (long)getpid(), atomic_fetch_add(&temp_counter, 1));
-  int fd = mori_openat(fs->dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int fd = mori__openat(fs->dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return mori__error(MORI_EIO, "file store: set '%s': open(%s/%s): %s", key, fs->path, tmp,
                        strerror(errno));
@@ -105,7 +105,7 @@ static int publish(file_store *fs, const char *key, const char *name, const void
   if (mori_close(fd) != 0 && !failed) failed = "close", err = errno;
   if (!failed && mori_renameat(fs->dir, tmp, fs->dir, name) != 0) failed = "rename", err = errno;
   if (!failed) return 0;
-  mori_unlinkat(fs->dir, tmp, 0);
+  mori__unlinkat(fs->dir, tmp, 0);
   return mori__error(MORI_EIO, "file store: set '%s': %s(%s/%s -> %s): %s", key, failed,
                      fs->path, tmp, name, strerror(err));
 }
@@ -128,7 +128,7 @@ static int fs_set(mori_store *s, const char *key, const void *value, size_t len)
  * not wait for a writer; O_NOCTTY: a terminal must not become ours. */
 static int open_entry(file_store *fs, const char *op, const char *key, const char *name,
                       int flags, int *fd) {
-  *fd = mori_openat(fs->dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+  *fd = mori__openat(fs->dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
   if (*fd >= 0) return 0;
   if (errno == ENOENT) return 1;
   if (errno == ELOOP)
@@ -166,7 +166,7 @@ static int read_entry(file_store *fs, int fd, const char *op, const char *key, c
   MORI_GUARD(check_entry(fs, fd, op, key, name, &st));
   size_t cap = (size_t)st.st_size, n = 0;
   char *buf = mori_malloc(cap + 1);
-  if (!buf) return mori__error(MORI_ENOMEM, "file store: %s '%s': %zu bytes", op, key, cap + 1);
+  if (!buf) return mori__nomem("file store: %s '%s': %zu bytes", op, key, cap + 1);
   while (n < cap) { /* never past the size fstat gave, whatever is appended */
     ssize_t r = mori_read(fd, buf + n, cap - n);
     if (r < 0 && errno == EINTR) continue;
@@ -345,7 +345,7 @@ int mori_file_store_open(const char *dir, mori_store **out) {
   if (strlen(dir) >= PATH_MAX - NAME_MAX - 2)
     return mori__error(MORI_EINVAL, "file store: directory name too long: %s", dir);
   file_store *fs = mori_calloc(1, sizeof *fs);
-  if (!fs) return mori__error(MORI_ENOMEM, "file store: %zu bytes", sizeof *fs);
+  if (!fs) return mori__nomem("file store: %zu bytes", sizeof *fs);
   int rc = mori__trusted_dir_open(dir, MORI_TRUST_CREATE, "file store", &fs->dir);
   if (rc < 0) {
     free(fs);

@@ -68,7 +68,7 @@ int mori__dir_check(const struct stat *st, const char *path, int shared, const c
 static int open_failed(int dir, const char *name, const char *path, int err, const char *who) {
   if (err == ENOTDIR || err == ELOOP) {
     struct stat st;
-    int probe = mori_openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+    int probe = mori__openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
     int known = probe >= 0 && mori_fstat(probe, &st) == 0;
     if (probe >= 0) mori_close(probe);
     if (known)
@@ -84,13 +84,13 @@ static int open_failed(int dir, const char *name, const char *path, int err, con
 static int step(int dir, const char *name, const char *path, int final, int flags,
                 const char *who, int *fd) {
   int oflags = (final ? O_RDONLY : O_PATH) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  int next = mori_openat(dir, name, oflags, 0);
+  int next = mori__openat(dir, name, oflags, 0);
   if (next < 0 && errno == ENOENT && (flags & MORI_TRUST_CREATE)) {
     if (mori_mkdirat(dir, name, 0700) == 0)
       (void)mori_fchmodat(dir, name, 0700, 0); /* whatever the umask took away */
     else if (errno != EEXIST)
       return mori__error(MORI_EIO, "%s: mkdir(%s): %s", who, path, strerror(errno));
-    next = mori_openat(dir, name, oflags, 0);
+    next = mori__openat(dir, name, oflags, 0);
   }
   if (next < 0) return open_failed(dir, name, path, errno, who);
   struct stat st;
@@ -112,7 +112,7 @@ int mori__trusted_dir_open(const char *path, int flags, const char *who, int *ou
     return mori__error(MORI_EINVAL, "%s: '%s' is not an absolute path", who, path ? path : "");
   if (strlen(path) >= sizeof walked)
     return mori__error(MORI_ERANGE, "%s: path too long: %s", who, path);
-  int dir = mori_openat(AT_FDCWD, "/", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+  int dir = mori__openat(AT_FDCWD, "/", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
   if (dir < 0) return mori__error(MORI_EIO, "%s: open(/): %s", who, strerror(errno));
   struct stat st;
   int rc = mori_fstat(dir, &st) == 0 ? mori__dir_check(&st, "/", 1, who)
@@ -141,7 +141,7 @@ int mori__trusted_dir_open(const char *path, int flags, const char *who, int *ou
   }
   if (rc == 0 && n == 0) { /* "/" itself: a directory to read, not a path */
     mori_close(dir);
-    dir = mori_openat(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    dir = mori__openat(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (dir < 0) rc = mori__error(MORI_EIO, "%s: open(/): %s", who, strerror(errno));
   }
   if (rc < 0) {

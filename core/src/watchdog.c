@@ -313,7 +313,7 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
   once();
   int device = w->block->device;
   struct mori__watch *x = mori_calloc(1, sizeof *x + (size_t)ncells * sizeof x->cells[0]);
-  if (x == NULL) return mori__error(MORI_ENOMEM, "%s: watchdog entry out of memory", op);
+  if (x == NULL) return mori__nomem("%s: watchdog entry", op);
   x->w = w;
   x->device = device;
   x->op = op;

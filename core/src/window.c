@@ -27,6 +27,8 @@ struct group_seq {
 };
 static struct group_seq *group_seqs;
 
+/* On failure *seq is still the number the rendezvous has (0: the group is
+ * new), so that its abort tells the peers that wait on it. */
 static int take_seq(const char *group, uint64_t *seq) {
   struct group_seq *g;
   for (g = group_seqs; g != NULL; g = g->next)
@@ -34,7 +36,8 @@ static int take_seq(const char *group, uint64_t *seq) {
   if (g == NULL) {
     size_t n = strlen(group) + 1;
     g = mori_calloc(1, sizeof *g + n);
-    if (g == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+    *seq = 0;
+    if (g == NULL) return mori__nomem("rendezvous");
     memcpy(g->name, group, n);
     g->next = group_seqs;
     group_seqs = g;
@@ -51,7 +54,7 @@ mori_window *mori__window_find(mori_block *b, const char *group) {
 
 /* ---- PUBLISH ---- */
 
-static void fill_request(const mori_window *w, const char *socket_name, mori_request *q) {
+static int fill_request(const mori_window *w, const char *socket_name, mori_request *q) {
   const mori_block *b = w->block;
   memset(q, 0, sizeof *q);
   q->rank = (uint32_t)w->rank;
@@ -63,7 +66,7 @@ static void fill_request(const mori_window *w, const char *socket_name, mori_req
   q->device = b->device;
   q->pid = (uint32_t)getpid();
   q->uid = (uint32_t)geteuid(); /* the uid every check compares with */
-  mori__host_id(q->host_id);
+  MORI_GUARD(mori__host_id(q->host_id));
   q->handle_type = (uint32_t)b->handle_type;
   q->nonce = mori__random64();
   q->signal_slots_used = b->signal_slots_used;
@@ -71,6 +74,7 @@ static void fill_request(const mori_window *w, const char *socket_name, mori_req
     memcpy(q->fabric, b->fabric.data, sizeof q->fabric);
   else
     snprintf(q->socket_name, sizeof q->socket_name, "%s", socket_name);
+  return 0;
 }
 
 
@@ -115,7 +119,7 @@ static int step_attach(void *p) {
   MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)w->block, 0, 0));
   MORI_HIP("hipSetDevice", mori_hipSetDevice(w->block->device));
   r->reqs = mori_calloc((size_t)w->world, sizeof *r->reqs);
-  return r->reqs ? 0 : mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  return r->reqs ? 0 : mori__nomem("rendezvous");
 }
 
 /* The socket is bound before the request names it, so a peer's datagram
@@ -130,7 +134,7 @@ static int step_bind(void *p) {
 static int step_publish(void *p) {
   struct rendezvous *r = p;
   mori_window *w = r->w;
-  fill_request(w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[w->rank]);
+  MORI_GUARD(fill_request(w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[w->rank]));
   return mori__publish_request(w, r->store, &r->reqs[w->rank]);
 }
 
@@ -142,7 +146,11 @@ static int step_gather(void *p) {
 static int step_validate(void *p) {
   struct rendezvous *r = p;
   mori_world_info info;
-  MORI_GUARD(mori_validate_world(r->reqs, r->w->world, r->w->rank, &info));
+  int rc = mori_validate_world(r->reqs, r->w->world, r->w->rank, &info);
+  if (rc == MORI_EMISMATCH) /* a probe may have answered differently here: say why */
+    mori__error_suffix(" (this rank's probe of device %d: %s)", r->w->block->device,
+                       mori__probe_why(r->w->block->device));
+  MORI_GUARD(rc);
   r->w->handle_type = (int)info.handle_type;
   r->w->direct_access = info.world_within_direct_access;
   return 0;
@@ -162,7 +170,7 @@ static int step_exchange(void *p) {
   mori_window *w = r->w;
   if (!fd_path(w)) return 0;
   int *fds = mori_malloc((size_t)w->world * sizeof *fds);
-  if (fds == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (fds == NULL) return mori__nomem("rendezvous");
   struct mori__abort_ctx actx = {w, r->store};
   mori_channel_set_abort_check(r->ch, mori__channel_abort_check, &actx);
   int rc = mori_channel_exchange(r->ch, r->reqs, w->world, w->rank, w->seq,
@@ -292,10 +300,18 @@ static const mori__step window_steps[MORI_EV__COUNT] = {
 };
 
 /* A failed rank tells its peers at once, so that they stop waiting for it
- * (unless its failure is a peer's abort: that peer told them already). */
-static void rendezvous_abort(void *p, int rc) {
+ * (unless its failure is a peer's abort: that peer told them already, and
+ * a failure here that a peer's can cause is then reported as the peer's). */
+static int rendezvous_abort(void *p, int rc) {
+  /* the steps that meet the peers or what they made */
+  static const mori_wevent with_peers[] = {MORI_EV_GATHER, MORI_EV_EXCHANGE, MORI_EV_IMPORT,
+                                           MORI_EV_BARRIER};
   struct rendezvous *r = p;
+  int step = mori_fsm_forward(r->w->fsm.kind, r->w->fsm.state); /* the one that failed */
+  for (size_t i = 0; i < sizeof with_peers / sizeof with_peers[0]; i++)
+    if (step == (int)with_peers[i]) rc = mori__peer_failed_first(r->w, r->store, rc);
   if (rc != MORI_EPEER) mori__publish_abort(r->w, r->store);
+  return rc;
 }
 
 /* ---- rendezvous ---- */
@@ -349,7 +365,7 @@ static int rendezvous_open(mori_block *b, const char *group, int rank, int world
                            uint64_t *seq, mori_window **out) {
   MORI_GUARD(take_seq(group, seq));
   mori_window *w = window_new(b, group, rank, world);
-  if (w == NULL) return mori__error(MORI_ENOMEM, "rendezvous: out of host memory");
+  if (w == NULL) return mori__nomem("rendezvous");
   w->seq = *seq;
   int rc = mori__window_register(w);
   if (rc != 0) {

@@ -6,8 +6,10 @@
  */
 #include "fault_harness.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,13 +70,15 @@ static void rank_rule_fails_only_that_rank(void **s) {
   mori_rank_result res[3];
   run_allocs("rank=1 hipMemCreate#*=hipErrorOutOfMemory", 3, res);
   assert_non_null(strstr(res[0].msg, "ok=111 injected=0 "));
-  assert_non_null(strstr(res[1].msg, "ok=000 injected=4 ")); /* the probe's create, then 3 */
+  /* out of memory is no answer to the probe: each allocation fails there */
+  assert_non_null(strstr(res[1].msg, "ok=000 injected=3 "));
   assert_non_null(strstr(res[1].msg, "hipMemCreate failed: hipErrorOutOfMemory (2)"));
   assert_non_null(strstr(res[2].msg, "ok=111 injected=0 "));
 }
 
 /* The last error and the detail message follow the injected call as the
- * shim's own would. */
+ * shim's own would: the detail describes the last call that failed, so it
+ * stays over a call that succeeds and goes with one that fails. */
 static int last_error_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   char buf[64];
   if (mori_shim_select("sim") != 0) return 1;
@@ -84,8 +88,12 @@ static int last_error_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int dev = 0;
   hipError_t next = mori_hipGetDevice(&dev);
   int msg_after = strstr(mori_shim_message(), "injected") != NULL;
-  snprintf(msg, msglen, "first=%d injected_msg=%d last=%d again=%d next=%d msg_after=%d", first,
-           injected_msg, last, again, next, msg_after);
+  hipError_t bad = mori_hipSetDevice(1 << 20);
+  int msg_replaced = strstr(mori_shim_message(), "injected") == NULL;
+  (void)mori_hipGetLastError();
+  snprintf(msg, msglen,
+           "first=%d injected_msg=%d last=%d again=%d next=%d msg_after=%d bad=%d replaced=%d",
+           first, injected_msg, last, again, next, msg_after, bad != hipSuccess, msg_replaced);
   return 0;
 }
 
@@ -93,7 +101,8 @@ static void get_last_error_reports_the_injected_error_once(void **s) {
   (void)s;
   mori_rank_result res[1];
   fh_run("hipMemset#1=hipErrorUnknown", 1, last_error_rank, NULL, res, -1);
-  assert_string_equal(res[0].msg, "first=999 injected_msg=1 last=999 again=0 next=0 msg_after=0");
+  assert_string_equal(res[0].msg, "first=999 injected_msg=1 last=999 again=0 next=0 msg_after=1 "
+                                  "bad=1 replaced=1");
 }
 
 /* ---- count= and record= ---- */
@@ -156,7 +165,7 @@ static void count_and_record_write_one_file_per_rank(void **s) {
     /* nothing process-specific: handles and addresses are symbols */
     assert_null(strstr(text, "0x7f"));
     assert_non_null(strstr(text, " hipMemImportFromShareableHandle out=h"));
-    assert_non_null(strstr(text, "- mori_recvmsg fds=fd"));
+    assert_non_null(strstr(text, "- recvmsg fds=fd"));
     mori_trace_free(&t);
     free(text);
     free(count);
@@ -166,6 +175,122 @@ static void count_and_record_write_one_file_per_rank(void **s) {
     unlink(path);
   }
   rmdir(dir);
+}
+
+/* ---- OS calls of the seam ---- */
+
+/* Calls the seam's OS functions directly under a schedule set inside the
+ * rank (which also resets the counts the launcher's store made). */
+static int os_calls_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  (void)ctx;
+  char err[256];
+  if (mori_fi_control("malloc#2=ENOMEM;openat#1=EMFILE;write#1=persist:ENOSPC;close#1=EIO",
+                      err, sizeof err) != 0)
+    return snprintf(msg, msglen, "control: %s", err), 1;
+  void *a = mori_malloc(8);
+  errno = 0;
+  void *b = mori_malloc(8);
+  int b_errno = errno;
+  void *c = mori_malloc(8);
+  int fd1 = mori_openat(AT_FDCWD, "/dev/null", O_WRONLY | O_CLOEXEC, 0), fd1_errno = errno;
+  int fd2 = mori_openat(AT_FDCWD, "/dev/null", O_WRONLY | O_CLOEXEC, 0);
+  ssize_t w1 = mori_write(fd2, "x", 1), w2 = mori_write(fd2, "x", 1);
+  int w_errno = errno;
+  int closed = mori_close(fd2), close_errno = errno;
+  int gone = fcntl(fd2, F_GETFD) == -1 && errno == EBADF; /* Linux closed it anyway */
+  int named = strstr(mori_shim_message(), "close: EIO (5): injected by MORI_FI rule "
+                                           "'close#1=EIO' (call 1 of close, rank") != NULL;
+  hipError_t last = mori_hipGetLastError(); /* OS faults are no runtime error */
+  snprintf(msg, msglen,
+           "a=%d b=%d/%s c=%d fd1=%d/%s fd2=%d w=%zd,%zd/%s close=%d/%s gone=%d named=%d "
+           "last=%d injected=%ld",
+           a != NULL, b != NULL, mori_fi_errno_name(b_errno), c != NULL, fd1,
+           mori_fi_errno_name(fd1_errno), fd2 >= 0, w1, w2, mori_fi_errno_name(w_errno), closed,
+           mori_fi_errno_name(close_errno), gone, named, (int)last, mori_fi_injected());
+  free(a);
+  free(c);
+  (void)mori_fi_control("", err, sizeof err);
+  return 0;
+}
+
+static void os_calls_fail_the_way_libc_does(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  fh_run("", 1, os_calls_rank, NULL, res, -1);
+  assert_string_equal(res[0].msg, "a=1 b=0/ENOMEM c=1 fd1=-1/EMFILE fd2=1 w=-1,-1/ENOSPC "
+                                  "close=-1/EIO gone=1 named=1 last=0 injected=5");
+}
+
+/* One allocation freed at once, under a fault of a releasing call. */
+static int alloc_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *p = NULL;
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_symm_alloc(MiB, ctx->rank, &p);
+  if (rc == 0) rc = mori_symm_free(p);
+  char extra[64];
+  snprintf(extra, sizeof extra, "refused=%ld runtime_fds=%d", mori_fi_refused(),
+           mori_shim_runtime_fds());
+  fds0 += mori_shim_runtime_fds(); /* what the runtime keeps for refused resources */
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+/* A release the runtime fails once is tried again: the caller hears of the
+ * failure, nothing leaks.  (Before, the unmap's failure left the mapping
+ * and, through it, the reservation live.) */
+static void a_release_that_fails_once_is_retried_and_reported(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  fh_run("hipMemUnmap#1=hipErrorUnmapFailed", 1, alloc_free_rank, NULL, res, -1);
+  assert_non_null(strstr(res[0].msg, "rc=-3 "));
+  assert_non_null(strstr(res[0].msg, " leaks=0 fds=0 windows=0 blocks=0 refused=0 "));
+  assert_non_null(strstr(res[0].msg, "hipMemUnmap failed: hipErrorUnmapFailed"));
+}
+
+/* What the runtime refuses for good stays live, and is counted as refused:
+ * every live ledger entry is one whose release was tried. */
+static void a_release_refused_for_good_is_counted_as_refused(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  fh_run("hipMemUnmap#*=hipErrorUnmapFailed", 1, alloc_free_rank, NULL, res, -1);
+  /* the mapping, and the reservation that cannot be freed while mapped */
+  assert_non_null(strstr(res[0].msg, " leaks=2 fds=0 windows=0 blocks=0 refused=2 "));
+  /* the sim keeps the memfd of the mapped allocation */
+  assert_non_null(strstr(res[0].msg, " runtime_fds=1 "));
+}
+
+/* ---- progress ---- */
+
+static int slow_or_stuck_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  struct timespec pause_50ms = {0, 50 * 1000 * 1000};
+  /* rank 0 works slowly for 1.5 s (a call every 50 ms); rank 1 stops */
+  for (int i = 0; i < 30 && ctx->rank == 0; i++) {
+    free(mori_malloc(8));
+    nanosleep(&pause_50ms, NULL);
+  }
+  while (ctx->rank == 1) pause();
+  snprintf(msg, msglen, "done");
+  return 0;
+}
+
+static long progress_of(int rank, void *ctx) {
+  (void)ctx;
+  return mori_fi_progress(rank);
+}
+
+/* A hang is a rank whose calls stopped, however long a slow one takes. */
+static void launcher_tells_a_stuck_rank_from_a_slow_one(void **s) {
+  (void)s;
+  mori_rank_result res[2];
+  mori_launch_watch watch = {.progress = progress_of, .stall_ms = 500};
+  assert_int_equal(mori_fi_control("", NULL, 0), 0);
+  mori_launch_watched(2, slow_or_stuck_rank, NULL, 60000, &watch, res);
+  assert_int_equal(res[0].hung, 0);
+  assert_string_equal(res[0].msg, "done");
+  assert_true(res[0].wall_ms > 1000);
+  assert_int_equal(res[1].hung, 1);
+  assert_int_equal(res[1].signal, 0);
+  assert_true(mori_fi_progress(0) >= 30);
 }
 
 /* ---- a malformed schedule ---- */
@@ -215,6 +340,10 @@ int main(void) {
       cmocka_unit_test(rank_rule_fails_only_that_rank),
       cmocka_unit_test(get_last_error_reports_the_injected_error_once),
       cmocka_unit_test(count_and_record_write_one_file_per_rank),
+      cmocka_unit_test(os_calls_fail_the_way_libc_does),
+      cmocka_unit_test(a_release_that_fails_once_is_retried_and_reported),
+      cmocka_unit_test(a_release_refused_for_good_is_counted_as_refused),
+      cmocka_unit_test(launcher_tells_a_stuck_rank_from_a_slow_one),
       cmocka_unit_test(malformed_mori_fi_stops_the_program_naming_the_column),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -114,7 +114,7 @@ static void recorded_core_run_replays_clean_under_every_profile_and_quirk(void *
     assert_non_null(text);
     for (const char *const *a = mori_fi_sim_profiles; *a; a++) {
       static const char *const sets[] = {"", "retain-no-ref", "export-fd-lifetime", "unmap-multi",
-                                         "memset-fabric", "all"};
+                                         "memset-fabric", "import-fd-lifetime", "all"};
       for (size_t q = 0; q < sizeof sets / sizeof sets[0]; q++) {
         mori_fi_replay_result v = replay(text, *a, sets[q]);
         if (!v.ok || v.live_at_end != 0)
@@ -196,7 +196,7 @@ static void injected_failures_are_not_replayed(void **s) {
 static void a_peers_handle_is_stood_in_for_at_the_size_it_is_mapped(void **s) {
   (void)s;
   static const char text[] =
-      "- mori_recvmsg fds=fd7 bytes=0x30 rc=48\n"
+      "- recvmsg fds=fd7 bytes=0x30 rc=48\n"
       "1 hipMemImportFromShareableHandle out=h1 os=fd7 type=posix_fd rc=hipSuccess\n"
       "2 hipMemAddressReserve out=r1 size=0x800000 align=0x0 hint=0 flags=0x0 rc=hipSuccess\n"
       "3 hipMemMap addr=r1+0x400000 size=0x400000 offset=0x0 handle=h1 flags=0x0 rc=hipSuccess\n"
@@ -206,7 +206,7 @@ static void a_peers_handle_is_stood_in_for_at_the_size_it_is_mapped(void **s) {
       "6 hipMemUnmap addr=r1+0x400000 size=0x400000 rc=hipSuccess\n"
       "7 hipMemAddressFree addr=r1 size=0x800000 rc=hipSuccess\n"
       "8 hipMemRelease handle=h1 rc=hipSuccess\n"
-      "- mori_close fd=fd7 rc=0\n";
+      "- close fd=fd7 rc=0\n";
   mori_fi_replay_result v = replay(text, "gfx942", "all");
   if (!v.ok) fail_msg("call %ld: %s", v.violation_at, v.message);
   assert_int_equal(v.live_at_end, 0);
@@ -262,9 +262,9 @@ static void replay_command_gives_one_verdict_per_profile(void **s) {
   assert_int_equal(cli(ok_trace, NULL, out, sizeof out), 0);
   int lines = 0;
   for (const char *p = out; (p = strstr(p, "ok (2 calls)\n")) != NULL; p++) lines++;
-  assert_int_equal(lines, 24);
+  assert_int_equal(lines, 28); /* 4 profiles x (no quirk, each of 5 alone, all) */
   assert_non_null(strstr(out, "rank 3, 2 calls"));
-  assert_non_null(strstr(out, "replay: 24 profiles, 24 ok, 0 with violations\n"));
+  assert_non_null(strstr(out, "replay: 28 profiles, 28 ok, 0 with violations\n"));
 
   char *const one[] = {"--profile", "gfx1250,unmap-multi,export-fd-lifetime"};
   assert_int_equal(cli(map_twice, one, out, sizeof out), 1);

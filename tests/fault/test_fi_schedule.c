@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <errno.h>
 
+#include "fi_internal.h"
 #include "mori/fi.h"
 
 static mori_fi_schedule parse_ok(const char *spec) {
@@ -160,7 +162,11 @@ static void every_defect_names_its_column(void **state) {
       {"hipMemMap#1=0", 13, "not an error"},
       {"hipMemMap#1=persist:kill", 21, "kill cannot persist"},
       {"hipMemMap=hipErrorUnknown", 1, "unknown setting 'hipMemMap'"},
-      {"mori_sendmsg#1=hipErrorUnknown", 1, "socket call"},
+      {"mori_sendmsg#1=hipErrorUnknown", 16, "unknown errno name 'hipErrorUnknown'"},
+      {"hipMemMap#1=EIO", 13, "unknown error name 'EIO'"},
+      {"openat#1=0", 10, "not an errno"},
+      {"malloc#1=4096", 10, "larger than"},
+      {"close#1=", 9, "an errno name"},
       {"rank=1hipMemMap#1=kill", 7, "expected a space"},
       {"rank=x hipMemMap#1=kill", 6, "a rank"},
       {"rank=4096 call#1=kill", 6, "larger than"},
@@ -217,7 +223,8 @@ static void any_bytes_parse_or_fail_with_a_column(void **state) {
         const mori_fi_rule *r = &s.rules[i];
         assert_true(r->column >= 1 && r->column <= n);
         assert_true(r->action == MORI_FI_A_PATH ? r->path != NULL : r->nth >= 1);
-        assert_true(r->target != MORI_FI_T_CALL || mori_fi_call_is_hip(r->call));
+        assert_true(r->target != MORI_FI_T_CALL ||
+                    (r->call >= 0 && r->call < MORI_FI_CALL__COUNT));
       }
       mori_fi_schedule_free(&s);
     } else {
@@ -254,14 +261,109 @@ static void call_table_names_every_call_once(void **state) {
     assert_int_equal(mori_fi_call_find(name, strlen(name)), c);
     char prefixed[96];
     snprintf(prefixed, sizeof prefixed, "mori_%s", name);
-    /* runtime calls also go by their exported name; socket calls already do */
-    assert_int_equal(mori_fi_call_find(prefixed, strlen(prefixed)), mori_fi_call_is_hip(c) ? c : -1);
+    /* every call also goes by the name the seam exports */
+    assert_int_equal(mori_fi_call_find(prefixed, strlen(prefixed)), c);
     assert_non_null(mori_fi_call_spec(c));
+    assert_true(mori_fi_call_is_hip(c) != mori_fi_call_is_os(c));
   }
   assert_null(mori_fi_call_name(MORI_FI_CALL__COUNT));
   assert_int_equal(mori_fi_call_find("hipMemMa", 8), -1);
+  assert_int_equal(mori_fi_call_find("mori_", 5), -1);
   assert_true(mori_fi_call_releases(MORI_FI_CALL_hipMemRelease));
   assert_false(mori_fi_call_releases(MORI_FI_CALL_hipMemMap));
+}
+
+/* Every OS row of the seam (hip_shim.h) is a call the schedule can fail,
+ * under the name the core's own code uses. */
+static void every_os_call_of_the_seam_is_an_injection_site(void **state) {
+  (void)state;
+#define CHECK_ROW(ret, name, params, args)                                            \
+  do {                                                                                \
+    int c = mori_fi_call_find(#name, strlen(#name));                                  \
+    assert_true(mori_fi_call_is_os(c));                                               \
+    mori_fi_schedule s = parse_ok(#name "#2=persist:ENOMEM");                         \
+    assert_int_equal(s.rules[0].call, c);                                             \
+    mori_fi_schedule_free(&s);                                                        \
+  } while (0);
+  MORI_SHIM_OS_CALLS(CHECK_ROW)
+#undef CHECK_ROW
+  assert_true(mori_fi_call_is_os(MORI_FI_CALL_close));
+}
+
+static void os_call_rules_take_errno_names_and_numbers(void **state) {
+  (void)state;
+  mori_fi_schedule s = parse_ok("openat#3=EIO; rank=1 mori_malloc#*=ENOMEM;"
+                                "sendmsg#2=persist:EAGAIN;close#1=4;write#1=kill");
+  assert_int_equal(s.n, 5);
+  assert_int_equal(s.rules[0].target, MORI_FI_T_CALL);
+  assert_int_equal(s.rules[0].call, MORI_FI_CALL_openat);
+  assert_int_equal(s.rules[0].error, EIO);
+  assert_int_equal(s.rules[1].call, MORI_FI_CALL_malloc);
+  assert_int_equal(s.rules[1].persist, 1);
+  assert_int_equal(s.rules[1].error, ENOMEM);
+  assert_int_equal(s.rules[2].error, EAGAIN);
+  assert_int_equal(s.rules[2].nth, 2);
+  assert_int_equal(s.rules[3].error, EINTR);
+  assert_int_equal(s.rules[4].action, MORI_FI_A_KILL);
+  mori_fi_schedule_free(&s);
+}
+
+/* Each call fails only with what it can really return: the realistic HIP
+ * errors for a runtime call, errno values for an OS call; every row is
+ * filled (a new seam call must say how it fails). */
+static void every_call_has_its_own_error_set(void **state) {
+  (void)state;
+  for (int c = 0; c < MORI_FI_CALL__COUNT; c++) {
+    const int *e;
+    int n = mori_fi_call_errors(c, &e);
+    if (!mori_fi__call_errors_filled(c))
+      fail_msg("faultinject/calls.c lists no errors for %s: add what it can return",
+               mori_fi_call_name(c));
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+      assert_int_not_equal(e[i], 0);
+      if (mori_fi_call_is_hip(c)) assert_non_null(mori_fi_error_name(e[i]));
+      else assert_non_null(mori_fi_errno_name(e[i]));
+    }
+  }
+  /* the classes the sweeps rely on */
+  static const struct {
+    int call, error;
+  } must[] = {{MORI_FI_CALL_hipMemCreate, hipErrorOutOfMemory},
+              {MORI_FI_CALL_hipMemMap, hipErrorMapFailed},
+              {MORI_FI_CALL_hipMemSetAccess, hipErrorInvalidValue},
+              {MORI_FI_CALL_hipMemImportFromShareableHandle, hipErrorNotSupported},
+              {MORI_FI_CALL_malloc, ENOMEM}, {MORI_FI_CALL_calloc, ENOMEM},
+              {MORI_FI_CALL_recvmsg, EINTR}, {MORI_FI_CALL_sendmsg, EAGAIN},
+              {MORI_FI_CALL_write, ENOSPC}, {MORI_FI_CALL_openat, EMFILE},
+              {MORI_FI_CALL_sendmsg, EPIPE}, {MORI_FI_CALL_read, EIO}};
+  for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
+    const int *e;
+    int n = mori_fi_call_errors(must[i].call, &e), found = 0;
+    for (int k = 0; k < n; k++) found |= e[k] == must[i].error;
+    if (!found) fail_msg("%s does not fail with %d", mori_fi_call_name(must[i].call), must[i].error);
+  }
+}
+
+static void errno_names_round_trip(void **state) {
+  (void)state;
+  static const int values[] = {EINTR, EAGAIN, ENOMEM, EMFILE, ENOSPC, EIO, EPIPE};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    const char *name = mori_fi_errno_name(values[i]);
+    assert_non_null(name);
+    assert_string_equal(name, strerrorname_np(values[i])); /* glibc's own spelling */
+    int back = 0;
+    assert_int_equal(mori_fi_errno_find(name, strlen(name), &back), 0);
+    assert_int_equal(back, values[i]);
+  }
+  assert_true(mori_fi_errno_transient(EINTR) && mori_fi_errno_transient(EAGAIN));
+  assert_false(mori_fi_errno_transient(EIO));
+  char buf[32];
+  assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_openat, EIO, buf, sizeof buf), "EIO");
+  assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_hipMemMap, 2, buf, sizeof buf),
+                      "hipErrorOutOfMemory");
+  assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_openat, 4000, buf, sizeof buf),
+                      "errno 4000");
 }
 
 int main(void) {
@@ -279,6 +381,10 @@ int main(void) {
       cmocka_unit_test(any_bytes_parse_or_fail_with_a_column),
       cmocka_unit_test(error_names_agree_with_the_shims_table),
       cmocka_unit_test(call_table_names_every_call_once),
+      cmocka_unit_test(every_os_call_of_the_seam_is_an_injection_site),
+      cmocka_unit_test(os_call_rules_take_errno_names_and_numbers),
+      cmocka_unit_test(every_call_has_its_own_error_set),
+      cmocka_unit_test(errno_names_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

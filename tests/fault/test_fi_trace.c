@@ -24,14 +24,14 @@ static const char example[] =
     "4 hipMemMap addr=r1+0x200000 size=0x200000 offset=0x0 handle=h1 flags=0x0 rc=hipSuccess\n"
     "5 hipMemSetAccess addr=r1+0x200000 size=0x200000 desc=rw/2 count=0x1 rc=hipSuccess\n"
     "6 hipMemExportToShareableHandle out=fd1 handle=h1 type=posix_fd flags=0x0 rc=hipSuccess\n"
-    "- mori_sendmsg fds=fd1 bytes=0x30 rc=48\n"
-    "- mori_recvmsg fds=fd2 bytes=0x30 rc=48\n"
+    "- sendmsg fds=fd1 bytes=0x30 rc=48\n"
+    "- recvmsg fds=fd2 bytes=0x30 rc=48\n"
     "7 hipMemImportFromShareableHandle out=h2 os=fd2 type=posix_fd rc=hipSuccess\n"
     "8 hipMemcpy dst=d1+0x10 src=host size=0x20 kind=0x1 rc=hipSuccess\n"
     "9 hipMemUnmap addr=r1 size=0x400000 rc=hipErrorUnmapFailed injected\n"
     "10 hipStreamWaitValue32 stream=s1 addr=r1+0x2400 value=0x1 flags=0x1 mask=0xffffffff "
     "rc=hipSuccess\n"
-    "- mori_close fd=other rc=0\n"
+    "- close fd=other rc=0\n"
     "11 hipGetDevice rc=hipSuccess\n";
 
 static mori_fi_trace parse_ok(const char *text) {
@@ -70,7 +70,7 @@ static void recorded_lines_parse_into_calls_and_symbols(void **state) {
   assert_int_equal(r->args[2].sub[0], hipMemAccessFlagsProtReadWrite);
   r = &t.recs[6];
   assert_int_equal(r->index, -1);
-  assert_int_equal(r->call, MORI_FI_CALL_mori_sendmsg);
+  assert_int_equal(r->call, MORI_FI_CALL_sendmsg);
   assert_int_equal(r->args[0].kind, MORI_FI_V_FDS);
   assert_int_equal(r->args[0].nfds, 1);
   assert_int_equal(r->args[0].fds[0], 1);
@@ -112,7 +112,7 @@ static void defects_are_rejected_with_line_and_column(void **state) {
       {"1 hipSetDevice device=1 rc=hipErrorBogus\n", "line 1 column 28: rc: expected"},
       {"1 hipSetDevice device=1 rc=0 extra\n", "line 1 column 30: unexpected 'extra'"},
       {"- hipSetDevice device=1 rc=0\n", "line 1 column 3: hipSetDevice is a runtime call"},
-      {"3 mori_close fd=other rc=0\n", "line 1 column 3: mori_close is not a runtime call"},
+      {"3 close fd=other rc=0\n", "line 1 column 3: close is not a runtime call"},
       {"x hipDeviceSynchronize rc=0\n", "line 1 column 1: expected a call index"},
       {"1 hipMemMap addr=q1 size=0x200000 offset=0x0 handle=h1 flags=0x0 rc=0\n",
        "line 1 column 18: addr: expected an address"},

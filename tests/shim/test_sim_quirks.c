@@ -173,6 +173,71 @@ static void memset_on_fabric_memory_works(void **state) {
   window_close(&fab);
 }
 
+/* ---- import-fd-lifetime (rocm-systems #8304/#8440) ---- */
+
+/* A handle imported from an fd of this process's own export: the sim's
+ * import is the same whether the fd came by SCM_RIGHTS or not. */
+static hipMemGenericAllocationHandle_t import_own(int *fd) {
+  hipMemGenericAllocationHandle_t h = create(hipMemHandleTypePosixFileDescriptor), in = NULL;
+  assert_hip_ok(mori_hipMemExportToShareableHandle(fd, h, hipMemHandleTypePosixFileDescriptor, 0));
+  assert_hip_ok(mori_hipMemImportFromShareableHandle(&in, (void *)(intptr_t)*fd,
+                                                     hipMemHandleTypePosixFileDescriptor));
+  assert_hip_ok(mori_hipMemRelease(h)); /* the import holds the memory now */
+  return in;
+}
+
+static void closing_the_received_fd_before_mapping_fails_map_and_access(void **state) {
+  int fd = -1, fd2 = -1;
+  unsigned char *va = NULL;
+  hipMemAccessDesc rw = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  hipMemGenericAllocationHandle_t in = import_own(&fd), in2 = import_own(&fd2);
+  assert_hip_ok(mori_hipMemAddressReserve((void **)&va, 2 * GRAN, 0, NULL, 0));
+  assert_hip_ok(mori_hipMemMap(va + GRAN, GRAN, 0, in2, 0)); /* mapped while its fd is open */
+  assert_int_equal(mori_close(fd), 0);
+  assert_int_equal(mori_close(fd2), 0);
+  int other = open("/dev/null", O_RDONLY); /* may take the same number: still not that fd */
+  assert_fails_with(mori_hipMemMap(va, GRAN, 0, in, 0), hipErrorInvalidValue,
+                    "quirk import-fd-lifetime");
+  assert_fails_with(mori_hipMemSetAccess(va + GRAN, GRAN, &rw, 1), hipErrorInvalidValue,
+                    "quirk import-fd-lifetime");
+  assert_hip_ok(mori_hipMemUnmap(va + GRAN, GRAN));
+  assert_hip_ok(mori_hipMemAddressFree(va, 2 * GRAN));
+  assert_hip_ok(mori_hipMemRelease(in));
+  assert_hip_ok(mori_hipMemRelease(in2));
+  close(other);
+}
+
+static void keeping_the_received_fd_until_the_release_works(void **state) {
+  int fd = -1;
+  unsigned char *va = NULL;
+  hipMemAccessDesc rw = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  long before = handles_now();
+  hipMemGenericAllocationHandle_t in = import_own(&fd);
+  assert_hip_ok(mori_hipMemAddressReserve((void **)&va, GRAN, 0, NULL, 0));
+  assert_hip_ok(mori_hipMemMap(va, GRAN, 0, in, 0));
+  assert_hip_ok(mori_hipMemSetAccess(va, GRAN, &rw, 1));
+  va[0] = 1;
+  assert_hip_ok(mori_hipMemUnmap(va, GRAN));
+  assert_hip_ok(mori_hipMemAddressFree(va, GRAN));
+  assert_hip_ok(mori_hipMemRelease(in));
+  assert_int_equal(mori_close(fd), 0); /* only after the release */
+  assert_int_equal(handles_now(), before);
+}
+
+static void received_fd_may_close_right_after_the_import(void **state) {
+  int fd = -1;
+  unsigned char *va = NULL;
+  hipMemAccessDesc rw = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  hipMemGenericAllocationHandle_t in = import_own(&fd);
+  assert_int_equal(mori_close(fd), 0); /* the import holds a dup (the fixed ROCm) */
+  assert_hip_ok(mori_hipMemAddressReserve((void **)&va, GRAN, 0, NULL, 0));
+  assert_hip_ok(mori_hipMemMap(va, GRAN, 0, in, 0));
+  assert_hip_ok(mori_hipMemSetAccess(va, GRAN, &rw, 1));
+  assert_hip_ok(mori_hipMemUnmap(va, GRAN));
+  assert_hip_ok(mori_hipMemAddressFree(va, GRAN));
+  assert_hip_ok(mori_hipMemRelease(in));
+}
+
 /* ---- which tests run: a quirk's "on" tests when it is set, else "off" ---- */
 
 #define CASE(fn) {#fn, fn}
@@ -197,6 +262,10 @@ static const struct quirk_case {
     {"memset-fabric",
      {CASE(memset_on_fabric_memory_fails_and_memcpy_zeroes_it_instead)},
      {CASE(memset_on_fabric_memory_works)}},
+    {"import-fd-lifetime",
+     {CASE(closing_the_received_fd_before_mapping_fails_map_and_access),
+      CASE(keeping_the_received_fd_until_the_release_works)},
+     {CASE(received_fd_may_close_right_after_the_import)}},
 };
 
 static int quirk_set(const char *setting, const char *quirk) {

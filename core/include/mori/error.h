@@ -44,8 +44,14 @@ int mori__error(int code, const char *fmt, ...) __attribute__((format(printf, 2,
 /* Private: a failed shim call; the message names the call, the HIP error and
  * the shim's detail.  Returns MORI_EHIP. */
 int mori__hip_error(const char *call, hipError_t err);
+/* Private: a host allocation of the seam (mori_malloc ...) just returned
+ * NULL; the message says what for, and the seam's detail names the call
+ * ("calloc: Cannot allocate memory").  Returns MORI_ENOMEM. */
+int mori__nomem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Private: prefix the current message with context ("rank 2 window 7: "). */
 void mori__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Private: append to the current message (" (while ...)"). */
+void mori__error_suffix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define MORI_GUARD(expr)                                                             \
   do {                                                                               \

@@ -24,29 +24,50 @@ extern "C" {
 
 typedef enum mori_fi_call {
 #define MORI_FI__ENUM_HIP(name, arity, params, args, spec) MORI_FI_CALL_##name,
-#define MORI_FI__ENUM_OS(name, spec) MORI_FI_CALL_##name,
+#define MORI_FI__ENUM_OS(ret, name, params, args) MORI_FI_CALL_##name,
   MORI_FI_HIP_CALLS(MORI_FI__ENUM_HIP) MORI_FI_OS_CALLS(MORI_FI__ENUM_OS) MORI_FI_CALL__COUNT
 #undef MORI_FI__ENUM_HIP
 #undef MORI_FI__ENUM_OS
 } mori_fi_call;
 
 /* Runtime calls come first; each of them takes a global call index. */
-#define MORI_FI_CALL__HIP_COUNT MORI_FI_CALL_mori_sendmsg
+#define MORI_FI__ONE_HIP(name, arity, params, args, spec) +1
+enum { MORI_FI_CALL__HIP_COUNT = 0 MORI_FI_HIP_CALLS(MORI_FI__ONE_HIP) };
+#undef MORI_FI__ONE_HIP
 #define mori_fi_call_is_hip(c) ((int)(c) >= 0 && (int)(c) < (int)MORI_FI_CALL__HIP_COUNT)
+#define mori_fi_call_is_os(c) \
+  ((int)(c) >= (int)MORI_FI_CALL__HIP_COUNT && (int)(c) < (int)MORI_FI_CALL__COUNT)
 
-/* "hipMemMap", "mori_sendmsg"; NULL out of range. */
+/* "hipMemMap", "openat", "malloc"; NULL out of range. */
 const char *mori_fi_call_name(int call);
-/* The row's "key:kind ..." layout (fi_calls.h). */
+/* The row's "key:kind ..." layout (fi_calls.h); "" for an OS call that
+ * traces do not record (only the datagrams and closes carry fds). */
 const char *mori_fi_call_spec(int call);
-/* By name, with or without the mori_ prefix of a runtime call; -1 if none. */
+/* By name, with or without the mori_ prefix of the exported symbol; -1 if
+ * none. */
 int mori_fi_call_find(const char *name, size_t len);
-/* Calls that give a resource back: a failure there leaks what they held. */
+/* Calls that give a resource back: a failure there leaves it live. */
 int mori_fi_call_releases(int call);
+/* What the call can really return when it fails, most likely first:
+ * hipError_t values for a runtime call, errno values for an OS call (an
+ * allocation fails with NULL and ENOMEM).  Sets *errors, returns how many
+ * (at least 1). */
+int mori_fi_call_errors(int call, const int **errors);
 
 /* HIP error names <-> codes, for schedules and traces.  Agrees with the
  * shim's mori_hipGetErrorName() (a test pins that). */
 const char *mori_fi_error_name(int code); /* NULL if not in the table */
 int mori_fi_error_find(const char *name, size_t len, int *code);
+/* errno names <-> values ("EINTR"), one table for schedules, messages
+ * and sweeps. */
+const char *mori_fi_errno_name(int e); /* NULL if not in the table */
+int mori_fi_errno_find(const char *name, size_t len, int *e);
+/* EINTR and EAGAIN: a caller retries them, so only a transient failure
+ * with one of them is a fault (a persistent one is an endless retry). */
+int mori_fi_errno_transient(int e);
+/* The name of a failure of call: "hipErrorOutOfMemory", "EIO", or the
+ * number when the table has no name.  Into buf (32 bytes suffice). */
+const char *mori_fi_failure_name(int call, int code, char *buf, size_t n);
 
 /* ---- the schedule language (MORI_FI) ---- */
 
@@ -80,7 +101,8 @@ typedef struct mori_fi_rule {
   int call;               /* MORI_FI_T_CALL: the function */
   long nth;               /* 1-based; 1 with persist for '#*' */
   int persist;            /* from the nth call on, every call */
-  int error;              /* MORI_FI_A_FAIL: the hipError_t returned */
+  int error;              /* MORI_FI_A_FAIL: the hipError_t returned, or the
+                           * errno an OS call fails with */
   uint64_t seed;          /* MORI_FI_A_REORDER */
   int order[MORI_FI_ORDER_MAX];
   int norder;             /* MORI_FI_A_ORDER */
@@ -194,6 +216,13 @@ int mori_fi_control(const char *spec, char *err, size_t errlen);
  * reset (fork resets them); -1 if the shim is not loaded. */
 long mori_fi_injected(void);
 long mori_fi_calls(void);
+/* Every call (runtime and OS) rank has made so far, as any process forked
+ * from the one that loaded the fault shim sees it: the launcher's
+ * progress watch.  -1 if the shim is not loaded. */
+long mori_fi_progress(int rank);
+/* Resources whose last release the runtime refused (injected or not) and
+ * that are therefore still live in the shim's ledger; 0 if not loaded. */
+long mori_fi_refused(void);
 /* The call the last injected fault hit ("hipMemMap"), NULL if none. */
 const char *mori_fi_last_fault(void);
 /* The sender ranks of the datagrams a recv= rule delivered to this

@@ -31,6 +31,8 @@
 #ifndef MORI_FI_CALLS_H
 #define MORI_FI_CALLS_H
 
+#include "mori/hip_shim.h"
+
 #define MORI_FI_HIP_CALLS(X)                                                              \
   X(hipMemCreate, 4,                                                                      \
     (hipMemGenericAllocationHandle_t * handle, size_t size, const hipMemAllocationProp *prop, \
@@ -102,12 +104,13 @@
     (void *dst, const void *src, size_t size, hipMemcpyKind kind, hipStream_t stream),    \
     (dst, src, size, kind, stream), "dst:a src:a size:z kind:u stream:s")
 
-/* The socket calls of the fd channel and fd closes: not runtime calls,
- * so they carry no hipError_t and are outside the global call index.
- * X(name, spec) */
-#define MORI_FI_OS_CALLS(X)                                                               \
-  X(mori_sendmsg, "fds:F bytes:z")                                                        \
-  X(mori_recvmsg, "fds:F bytes:z")                                                        \
-  X(mori_close, "fd:f")
+/* The OS calls of the seam: the shim's own list (MORI_SHIM_OS_CALLS in
+ * hip_shim.h: sockets, the store's I/O, host allocation) plus close, which
+ * the shim declares apart because it also keeps the ledger of exported fds.
+ * X(ret, name, params, args); the seam exports each as mori_<name>.  They
+ * fail the way libc does (-1 and errno, or NULL), carry no hipError_t and
+ * take no global call index: how often a nonblocking recvmsg finds the
+ * queue empty, or a store read polls for a key, is timing. */
+#define MORI_FI_OS_CALLS(X) MORI_SHIM_OS_CALLS(X) X(int, close, (int fd), (fd))
 
 #endif

@@ -291,6 +291,9 @@ hipError_t mori_hipRuntimeGetVersion(int *version);
   X(void *, realloc, (void *ptr, size_t size), (ptr, size))                            \
   X(char *, strdup, (const char *s), (s))
 
+/* What a failed row returns: -1 (errno set), or NULL for an allocation. */
+#define MORI_SHIM_OS_FAILURE(ret) ((ret)_Generic((ret)0, void *: 0, char *: 0, default: -1))
+
 #define MORI_SHIM_OS_DECLARE(ret, name, params, args) ret mori_##name params;
 MORI_SHIM_OS_CALLS(MORI_SHIM_OS_DECLARE)
 #undef MORI_SHIM_OS_DECLARE
@@ -309,7 +312,8 @@ int mori_shim_select(const char *name);
 const char *mori_shim_backend(void);
 /* Thread-local detail of the last failed shim call: the backend's own
  * error name and code, e.g. "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)",
- * or the sim contract rule that was violated. */
+ * or the sim contract rule that was violated; for an OS call of the seam,
+ * its name and errno ("calloc: Cannot allocate memory (errno 12)"). */
 const char *mori_shim_message(void);
 /* "hipErrorOutOfMemory" etc.; "hipError(<n>)" for values not in the table. */
 const char *mori_hipGetErrorName(hipError_t err);
@@ -330,6 +334,12 @@ long mori_shim_ledger_total(void);
 /* Writes "0 leaks" or one line per live resource; returns the count.
  * MORI_SHIM_LEDGER_REPORT=1 prints it to stderr at exit. */
 long mori_shim_ledger_report(FILE *out);
+
+/* fds the active backend holds itself for resources still live (the sim's
+ * memfds; 0 where the backend cannot name them): a leak check that counts
+ * a process's fds subtracts these, as it counts the live resources in the
+ * ledger.  A resource whose release the runtime refused keeps its fd. */
+int mori_shim_runtime_fds(void);
 
 /* The runtime version the active backend reports: HIP's (e.g. 70100000) on
  * hip and sim, the CUDA driver's (e.g. 13000) on cuda. */
