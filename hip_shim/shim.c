@@ -268,17 +268,33 @@ static hipError_t no_backend(const char *call) {
     return leave(call, hipErrorNotSupported);                                       \
   }
 
+/* One VMM call at a time per process: on ROCm, an import on one thread
+ * while another thread maps or grants access makes hipMemSetAccess fail with
+ * hipErrorInvalidValue (mori #476; sim quirk concurrent-vmm).  The core runs
+ * rendezvous of different blocks on different threads at once, so the seam
+ * serialises the VMM calls themselves, each for the length of the runtime
+ * call only; no wait on a peer, the store or a stream happens under it. */
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+#define VMM_LOCKED(stmt)                                                            \
+  do {                                                                              \
+    pthread_mutex_lock(&vmm_lock);                                                  \
+    stmt;                                                                           \
+    pthread_mutex_unlock(&vmm_lock);                                                \
+  } while (0)
+
 hipError_t mori_hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
                              const hipMemAllocationProp *prop, unsigned long long flags) {
   ENTER("hipMemCreate", mem_create);
-  hipError_t e = B->mem_create(handle, size, prop, flags);
+  hipError_t e;
+  VMM_LOCKED(e = B->mem_create(handle, size, prop, flags));
   if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, size);
   return leave("hipMemCreate", e);
 }
 
 hipError_t mori_hipMemRelease(hipMemGenericAllocationHandle_t handle) {
   ENTER("hipMemRelease", mem_release);
-  hipError_t e = B->mem_release(handle);
+  hipError_t e;
+  VMM_LOCKED(e = B->mem_release(handle));
   if (e == hipSuccess) ledger_remove(L_HANDLE, (uintptr_t)handle);
   return leave("hipMemRelease", e);
 }
@@ -286,7 +302,8 @@ hipError_t mori_hipMemRelease(hipMemGenericAllocationHandle_t handle) {
 hipError_t mori_hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle,
                                              void *addr) {
   ENTER("hipMemRetainAllocationHandle", mem_retain);
-  hipError_t e = B->mem_retain(handle, addr);
+  hipError_t e;
+  VMM_LOCKED(e = B->mem_retain(handle, addr));
   if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, 0);
   return leave("hipMemRetainAllocationHandle", e);
 }
@@ -294,14 +311,16 @@ hipError_t mori_hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *ha
 hipError_t mori_hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
                                      unsigned long long flags) {
   ENTER("hipMemAddressReserve", address_reserve);
-  hipError_t e = B->address_reserve(ptr, size, alignment, addr, flags);
+  hipError_t e;
+  VMM_LOCKED(e = B->address_reserve(ptr, size, alignment, addr, flags));
   if (e == hipSuccess) ledger_add(L_RESERVATION, (uintptr_t)*ptr, size);
   return leave("hipMemAddressReserve", e);
 }
 
 hipError_t mori_hipMemAddressFree(void *ptr, size_t size) {
   ENTER("hipMemAddressFree", address_free);
-  hipError_t e = B->address_free(ptr, size);
+  hipError_t e;
+  VMM_LOCKED(e = B->address_free(ptr, size));
   if (e == hipSuccess) ledger_remove(L_RESERVATION, (uintptr_t)ptr);
   return leave("hipMemAddressFree", e);
 }
@@ -309,14 +328,16 @@ hipError_t mori_hipMemAddressFree(void *ptr, size_t size) {
 hipError_t mori_hipMemMap(void *ptr, size_t size, size_t offset,
                           hipMemGenericAllocationHandle_t handle, unsigned long long flags) {
   ENTER("hipMemMap", mem_map);
-  hipError_t e = B->mem_map(ptr, size, offset, handle, flags);
+  hipError_t e;
+  VMM_LOCKED(e = B->mem_map(ptr, size, offset, handle, flags));
   if (e == hipSuccess) ledger_add(L_MAPPING, (uintptr_t)ptr, size);
   return leave("hipMemMap", e);
 }
 
 hipError_t mori_hipMemUnmap(void *ptr, size_t size) {
   ENTER("hipMemUnmap", mem_unmap);
-  hipError_t e = B->mem_unmap(ptr, size);
+  hipError_t e;
+  VMM_LOCKED(e = B->mem_unmap(ptr, size));
   if (e == hipSuccess)
     ledger_remove_range(L_MAPPING, (uintptr_t)ptr, (uintptr_t)ptr + size, 0);
   return leave("hipMemUnmap", e);
@@ -325,7 +346,9 @@ hipError_t mori_hipMemUnmap(void *ptr, size_t size) {
 hipError_t mori_hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc,
                                 size_t count) {
   ENTER("hipMemSetAccess", set_access);
-  return leave("hipMemSetAccess", B->set_access(ptr, size, desc, count));
+  hipError_t e;
+  VMM_LOCKED(e = B->set_access(ptr, size, desc, count));
+  return leave("hipMemSetAccess", e);
 }
 
 hipError_t mori_hipMemGetAllocationGranularity(size_t *granularity,
@@ -340,7 +363,8 @@ hipError_t mori_hipMemExportToShareableHandle(void *shareableHandle,
                                               hipMemAllocationHandleType handleType,
                                               unsigned long long flags) {
   ENTER("hipMemExportToShareableHandle", export_handle);
-  hipError_t e = B->export_handle(shareableHandle, handle, handleType, flags);
+  hipError_t e;
+  VMM_LOCKED(e = B->export_handle(shareableHandle, handle, handleType, flags));
   if (e == hipSuccess && handleType == hipMemHandleTypePosixFileDescriptor)
     ledger_add(L_EXPORTED_FD, (uintptr_t)*(int *)shareableHandle, 0);
   return leave("hipMemExportToShareableHandle", e);
@@ -350,7 +374,8 @@ hipError_t mori_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t 
                                                 void *osHandle,
                                                 hipMemAllocationHandleType shHandleType) {
   ENTER("hipMemImportFromShareableHandle", import_handle);
-  hipError_t e = B->import_handle(handle, osHandle, shHandleType);
+  hipError_t e;
+  VMM_LOCKED(e = B->import_handle(handle, osHandle, shHandleType));
   if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, 0);
   return leave("hipMemImportFromShareableHandle", e);
 }

@@ -37,6 +37,7 @@ static const struct {
     {"unmap-multi", MORI__SIM_Q_UNMAP_MULTI},
     {"memset-fabric", MORI__SIM_Q_MEMSET_FABRIC},
     {"import-fd-lifetime", MORI__SIM_Q_IMPORT_FD_LIFETIME},
+    {"concurrent-vmm", MORI__SIM_Q_CONCURRENT_VMM},
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

@@ -35,6 +35,7 @@ enum mori__sim_quirk {
   MORI__SIM_Q_UNMAP_MULTI = 1u << 2,
   MORI__SIM_Q_MEMSET_FABRIC = 1u << 3,
   MORI__SIM_Q_IMPORT_FD_LIFETIME = 1u << 4,
+  MORI__SIM_Q_CONCURRENT_VMM = 1u << 5,
 };
 
 struct mori__sim_config {

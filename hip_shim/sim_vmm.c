@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -782,8 +783,47 @@ hipError_t mori__sim_mem_map(void *ptr, size_t size, size_t offset,
 
 hipError_t mori__sim_mem_unmap(void *ptr, size_t size) { LOCKED(unmap_locked(ptr, size)); }
 
+/* Quirk concurrent-vmm (mori #476): on ROCm an import running on another
+ * thread while a hipMemSetAccess runs makes the set-access fail with
+ * hipErrorInvalidValue.  The sim keeps a count of imports in flight in the
+ * process and widens each import's window, so two threads that import and
+ * grant at once collide as they do there; the seam's VMM lock is what
+ * keeps them apart. */
+static int imports_in_flight;
+static pid_t vmm_thread;  /* the last thread that called import or set-access */
+static int vmm_threads;   /* 1 once a second thread did: the window opens */
+
+static void note_vmm_thread(void) {
+  pid_t me = gettid(), seen = __atomic_exchange_n(&vmm_thread, me, __ATOMIC_SEQ_CST);
+  if (seen != 0 && seen != me) __atomic_store_n(&vmm_threads, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Widened only in a process whose VMM calls come from several threads:
+ * single-threaded runs (sweeps, replays) pay nothing for the quirk. */
+static void import_window_opens(void) {
+  if (!mori__sim_quirk(MORI__SIM_Q_CONCURRENT_VMM)) return;
+  note_vmm_thread();
+  __atomic_add_fetch(&imports_in_flight, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&vmm_threads, __ATOMIC_SEQ_CST)) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void import_window_closes(void) {
+  if (mori__sim_quirk(MORI__SIM_Q_CONCURRENT_VMM))
+    __atomic_sub_fetch(&imports_in_flight, 1, __ATOMIC_SEQ_CST);
+}
+
 hipError_t mori__sim_set_access(void *ptr, size_t size, const hipMemAccessDesc *desc,
                                 size_t count) {
+  if (mori__sim_quirk(MORI__SIM_Q_CONCURRENT_VMM)) note_vmm_thread();
+  if (mori__sim_quirk(MORI__SIM_Q_CONCURRENT_VMM) &&
+      __atomic_load_n(&imports_in_flight, __ATOMIC_SEQ_CST) > 0) {
+    mori__shim_detail("hipMemSetAccess: quirk concurrent-vmm: an import runs on another thread "
+                      "(ROCm needs a process-wide VMM mutex, mori #476)");
+    return hipErrorInvalidValue;
+  }
   LOCKED(set_access_locked(ptr, size, desc, count));
 }
 
@@ -794,5 +834,10 @@ hipError_t mori__sim_export(void *shareable, hipMemGenericAllocationHandle_t han
 
 hipError_t mori__sim_import(hipMemGenericAllocationHandle_t *handle, void *osHandle,
                             hipMemAllocationHandleType type) {
-  LOCKED(import_locked(handle, osHandle, type));
+  import_window_opens();
+  pthread_mutex_lock(&mori__sim_lock);
+  hipError_t e = import_locked(handle, osHandle, type);
+  pthread_mutex_unlock(&mori__sim_lock);
+  import_window_closes();
+  return e;
 }

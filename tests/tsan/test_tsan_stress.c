@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "mori_cmocka.h"
 
 #include "launch.h"
 #include "rank_check.h"
@@ -438,7 +438,7 @@ static void shim_and_config_globals_read_and_set_concurrently(void **s) {
   run_world(1, settings_rank);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shim_and_config_globals_read_and_set_concurrently),
       cmocka_unit_test(alloc_and_free_on_threads_while_another_rendezvouses),
@@ -450,5 +450,5 @@ int main(void) {
   };
   setenv("MORI_SIM_DEVICES", "4", 0);
   setenv("MORI_SIM_WAIT_TIMEOUT_MS", "10000", 0);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return mori_run_tests(argc, argv, tests);
 }
