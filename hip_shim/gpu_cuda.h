@@ -112,19 +112,7 @@ typedef struct mori__CUmemAllocationProp {
 typedef struct mori__CUmemAccessDesc {
   mori__CUmemLocation location;
   unsigned int flags; /* CUmemAccess_flags */
-} mori__CUmemAccessDesc;typedef mori__CUresult (*mori__cuStreamCreate_fn)(mori__CUstream *stream, unsigned int flags);
-typedef mori__CUresult (*mori__cuStreamDestroy_v2_fn)(mori__CUstream stream);
-typedef mori__CUresult (*mori__cuStreamIsCapturing_fn)(mori__CUstream stream,
-                                                      mori__CUstreamCaptureStatus *status);
-typedef mori__CUresult (*mori__cuEventCreate_fn)(mori__CUevent *event, unsigned int flags);
-typedef mori__CUresult (*mori__cuEventRecord_fn)(mori__CUevent event, mori__CUstream stream);
-typedef mori__CUresult (*mori__cuEventQuery_fn)(mori__CUevent event);
-typedef mori__CUresult (*mori__cuEventSynchronize_fn)(mori__CUevent event);
-typedef mori__CUresult (*mori__cuEventDestroy_v2_fn)(mori__CUevent event);
-typedef mori__CUresult (*mori__cuMemsetD8Async_fn)(mori__CUdeviceptr dst, unsigned char value,
-                                                  size_t count, mori__CUstream stream);
-typedef mori__CUresult (*mori__cuMemcpyAsync_fn)(mori__CUdeviceptr dst, mori__CUdeviceptr src,
-                                                size_t size, mori__CUstream stream);
+} mori__CUmemAccessDesc;
 
 #endif
 
