@@ -40,7 +40,8 @@
  *
  * ALLOCATED (block):
  *   ACCESSIBLE, and the memory is zeroed (torch's pad must read 0).
- *   Nothing has been exported: no exported fd.
+ *   Nothing has been exported: no exported fd.  alloc() leaves the block
+ *   here, usable; its first rendezvous exports it, or free() releases it.
  *
  * EXPORTED (block):
  *   ALLOCATED plus the exported fd of the POSIX-fd path (0..1: the fabric
@@ -48,8 +49,9 @@
  *   stays here, usable, until free() releases it.
  *
  * ATTACHED (window):
- *   Exactly one BLOCK_REF, the borrowed EXPORTED block, and nothing else.
- *   The window never releases what the block owns.
+ *   Exactly one BLOCK_REF, the borrowed block, exported by this step if
+ *   it was not yet, and nothing else.  The window never releases what the
+ *   block owns.
  *
  * BOUND (window):
  *   The fd path has bound its channel socket (0..1: the fabric path binds
@@ -191,6 +193,7 @@ const mori__fsm_row mori__fsm_rows[] = {
     FORWARD(W, SLOTS_MAPPED, GRANT, SLOTS_ACCESSIBLE, 0),
     FORWARD(W, SLOTS_ACCESSIBLE, BUILD_TABLES, TABLES_BUILT, R(DEVICE_TABLE)),
     FORWARD(W, TABLES_BUILT, BARRIER, MAPPED, 0),
+    {B, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
     {B, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
     {W, MORI_WS_MAPPED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
     FAIL(B | W, INIT),

@@ -72,11 +72,29 @@ int mori__unwind(mori_fsm *m, int fail);
 /* A step of a machine: one forward row's work (the row's acquisitions
  * recorded with mori__ledger_add). */
 typedef int (*mori__step)(void *ctx);
-/* Runs m's steps (indexed by event) from its state to its final one, firing
- * each row's event.  On a failure: on_fail (may be NULL), then the rollback
- * through the release table; the message names the step. */
+/* How long each step of one drive took, in the order they ran (filled by
+ * mori__drive and mori__advance, for the INFO lines that explain where an
+ * allocation's or a rendezvous's time went). */
+typedef struct mori__step_times {
+  int n;
+  struct {
+    mori_wevent event;
+    double us;
+  } step[MORI_EV__COUNT];
+} mori__step_times;
+/* "CREATE 12 RESERVE 2 ..." (microseconds), the steps in the order they ran. */
+void mori__step_times_format(const mori__step_times *t, char *out, size_t n);
+/* Runs m's steps (indexed by event) from its state until it reaches state
+ * `until`, firing each row's event; t (may be NULL) receives each step's
+ * time.  A failed step leaves m where it was, with whatever that step
+ * recorded (the state's invariant plus a prefix of its row's work), for a
+ * later attempt or its release; the message names the step. */
+int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
+                  mori_wstate until, mori__step_times *t);
+/* mori__advance, and on a failure: on_fail (may be NULL), then the
+ * rollback through the release table. */
 int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                int (*on_fail)(void *ctx, int rc));
+                mori_wstate until, int (*on_fail)(void *ctx, int rc), mori__step_times *t);
 /* Records an acquired resource (cannot fail for memory under mori__drive). */
 int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux);
 /* The value of the entry of kind for rank aux. */
@@ -131,6 +149,10 @@ typedef struct mori_block {
   char failure[512];
 } mori_block;
 
+/* The block's shareable handle (fd or fabric blob), exported once, by its
+ * first rendezvous; the block stays ALLOCATED if that fails.  Only by the
+ * thread that holds the block's rendezvous (block->opening). */
+int mori__block_export(mori_block *b);
 /* Why the device's handle type is what it is (the probe's findings). */
 const char *mori__probe_why(int device);
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
@@ -178,7 +200,8 @@ struct mori_window {
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);
-/* Synchronizes and unwinds the window's ledger (outside mori__lock). */
+/* Unwinds the window's ledger (outside mori__lock), once the device was
+ * synchronized (mori__block_teardown does it once for the block). */
 int mori__window_teardown(mori_window *w);
 /* Frees what a torn-down or failed window holds, keeping the struct. */
 void mori__window_strip(mori_window *w);

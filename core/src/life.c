@@ -175,6 +175,19 @@ static void finish_teardown(mori_block *b) {
 int mori__block_teardown(mori_block *b) {
   int first = 0;
   char message[1024] = "";
+  double t0 = mori__now_us();
+  (void)mori_hipSetDevice(b->device);
+  /* Work queued on the block or its windows (its zeroing on the caller's
+   * stream, the caller's kernels, signals into the slots) must be done
+   * before the memory goes: an unmap under a pending memset is an illegal
+   * address that poisons the context.  One synchronize serves the block
+   * and every window on it. */
+  hipError_t e = mori_hipDeviceSynchronize();
+  if (e != hipSuccess) {
+    first = mori__hip_error("hipDeviceSynchronize", e);
+    snprintf(message, sizeof message, "%s", mori_last_error());
+  }
+  double t1 = mori__now_us();
   /* b is claimed: no other thread reaches its windows' ledgers now. */
   for (mori_window *w = b->windows; w != NULL; w = w->next) {
     int rc = mori__window_teardown(w);
@@ -183,19 +196,13 @@ int mori__block_teardown(mori_block *b) {
       snprintf(message, sizeof message, "%s", mori_last_error());
     }
   }
-  (void)mori_hipSetDevice(b->device);
-  /* Work queued on the block (its zeroing on the caller's stream, the
-   * caller's kernels) must be done before the memory goes: an unmap under
-   * a pending memset is an illegal address that poisons the context. */
-  hipError_t e = mori_hipDeviceSynchronize();
-  if (e != hipSuccess && first == 0) {
-    first = mori__hip_error("hipDeviceSynchronize", e);
-    snprintf(message, sizeof message, "%s", mori_last_error());
-  }
+  double t2 = mori__now_us();
   int rc = mori__unwind(&b->fsm, 0);
   if (rc != 0 && first == 0) first = rc;
   else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
-  MORI_LOG(MORI_LOG_INFO, -1, -1, "block %p torn down%s", b->base, first ? " (errors)" : "");
+  MORI_LOG_DEVICE(MORI_LOG_INFO, b->device,
+                  "block %p torn down%s; us: synchronize %.0f windows %.0f block %.0f", b->base,
+                  first ? " (errors)" : "", t1 - t0, t2 - t1, mori__now_us() - t2);
   pthread_mutex_lock(&mori__lock);
   finish_teardown(b);
   pthread_mutex_unlock(&mori__lock);

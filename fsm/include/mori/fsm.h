@@ -7,10 +7,11 @@
  *
  * Two kinds of machine share one table.  A BLOCK machine owns the local
  * allocation (physical handle, local reservation and mapping, exported fd);
- * it lives in EXPORTED until free().  A WINDOW machine is one (block,
- * group) rendezvous: it starts by attaching to an EXPORTED block (a
- * borrowed reference, never released by the window) and owns everything
- * the rendezvous acquires.  Each forward row is one step of the work: the
+ * alloc() leaves it in ALLOCATED; its first rendezvous exports it (EXPORT,
+ * the one row run outside alloc), and it lives there until free().  A
+ * WINDOW machine is one (block, group) rendezvous: it starts by attaching
+ * to its block, exported by then (a borrowed reference, never released by
+ * the window) and owns everything the rendezvous acquires.  Each forward row is one step of the work: the
  * caller runs the step's function and fires the row's event
  * (mori_fsm_forward names the event that leaves a state).
  *
@@ -22,7 +23,8 @@
  *     SLOTS_MAPPED -GRANT-> SLOTS_ACCESSIBLE -BUILD_TABLES-> TABLES_BUILT
  *     -BARRIER-> MAPPED
  *                                                                   (window)
- *   EXPORTED (block) | MAPPED (window) -RELEASE-> RELEASED (ledger unwound)
+ *   ALLOCATED | EXPORTED (block) | MAPPED (window) -RELEASE-> RELEASED
+ *                                                   (ledger unwound)
  *   any non-terminal -FAIL-> FAILED (ledger rolled back)
  */
 #ifndef MORI_FSM_H
