@@ -8,7 +8,7 @@
 # as not passed.  Results go under $OUT (or ./gpu-results): summary.txt,
 # gpu-suite.log, and each part's own files.
 #
-#   MORI_GPU_PARTS="c scale torch kill examples compare"   (the default: all)
+#   MORI_GPU_PARTS="c bench scale torch kill examples compare"   (the default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,7 +17,7 @@ OUT=${OUT:-$PWD/gpu-results}
 RES=$(mktemp -d /tmp/mori-gpu-XXXXXX)
 mkdir -p "$OUT"
 SHIM=${MORI_GPU_SHIM:-cuda}
-PARTS=" ${MORI_GPU_PARTS:-c scale torch kill examples compare} "
+PARTS=" ${MORI_GPU_PARTS:-c bench scale torch kill examples compare} "
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$NGPU" -ge 1 ] || NGPU=$(rocm-smi --showid 2>/dev/null | grep -c '^GPU') || true
 failed=()
@@ -68,6 +68,7 @@ if part c; then
     step cycles_1_rank $BIN/mori-symm cycles --shim "$SHIM" --ranks 1 --count 300 --size 2M
   fi
 fi
+part bench && script bench tests/gpu/bench.sh
 part scale && script scale tests/gpu/scale.sh
 torch_ok=0
 python3 -c 'import torch' 2>/dev/null && torch_ok=1
