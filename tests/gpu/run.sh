@@ -8,7 +8,8 @@
 # as not passed.  Results go under $OUT (or ./gpu-results): summary.txt,
 # gpu-suite.log, and each part's own files.
 #
-#   MORI_GPU_PARTS="c bench scale torch kill examples compare"   (the default: all)
+#   MORI_GPU_PARTS="c bench scale torch compare kill examples"   (the default: all,
+#   run in this order)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -72,7 +73,7 @@ part bench && script bench tests/gpu/bench.sh
 part scale && script scale tests/gpu/scale.sh
 torch_ok=0
 python3 -c 'import torch' 2>/dev/null && torch_ok=1
-for p in torch kill examples compare; do
+for p in torch compare kill examples; do
   part $p || continue
   if [ $torch_ok = 0 ]; then echo "=== FAIL $p: no torch in this environment"; failed+=("$p"); continue; fi
   case $p in
