@@ -118,6 +118,8 @@ static const int call_errors[MORI_FI_CALL__COUNT][ERRORS_MAX] = {
     [MORI_FI_CALL_hipMemsetAsync] = {hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown},
     [MORI_FI_CALL_hipMemcpyAsync] = {hipErrorInvalidValue, hipErrorIllegalAddress,
                                      hipErrorUnknown},
+    [MORI_FI_CALL_hipStreamBatchMemOp] = {hipErrorInvalidValue, hipErrorNotSupported,
+                                          hipErrorUnknown},
     [MORI_FI_CALL_socket] = {EMFILE, ENFILE, ENOBUFS, ENOMEM},
     [MORI_FI_CALL_bind] = {EADDRINUSE, EACCES, ENOSPC, ENOMEM},
     [MORI_FI_CALL_connect] = {EINTR, EAGAIN, ECONNREFUSED, ENOENT},

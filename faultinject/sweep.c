@@ -651,7 +651,8 @@ static int errors_for(int call, int mode, int *out) {
 
 static int add_sites(const options *o, int r, int call, long nth, site *s, long *total) {
   int errs[8], n = errors_for(call, MODE_TRANSIENT, errs), waits_call =
-      call == MORI_FI_CALL_hipStreamWaitValue32 || call == MORI_FI_CALL_hipStreamWriteValue32;
+      call == MORI_FI_CALL_hipStreamWaitValue32 || call == MORI_FI_CALL_hipStreamWriteValue32 ||
+      call == MORI_FI_CALL_hipStreamBatchMemOp;
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
     int mode = modes[m].bit;
     if (!(o->modes & mode)) continue;

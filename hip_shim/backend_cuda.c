@@ -53,6 +53,9 @@ static struct {
   mori__cuEventDestroy_v2_fn EventDestroy;
   mori__cuMemsetD8Async_fn MemsetD8Async;
   mori__cuMemcpyAsync_fn MemcpyAsync;
+  /* Not in the table: a driver without it still runs everything, the
+   * shim issuing a batch's operations one by one. */
+  mori__cuStreamBatchMemOp_v2_fn StreamBatchMemOp;
 } cu;
 
 /* The versioned names are the ones cuda.h maps the plain names to; the
@@ -483,6 +486,32 @@ static hipError_t cuda_wait_value32(hipStream_t stream, void *ptr, uint32_t valu
   return e;
 }
 
+/* The operation types have the same numbers in both runtimes; the flags go
+ * through the wait and write tables.  One driver call for the batch, which
+ * costs the host about what one memop costs (on an H200, 1.7 us for two
+ * against 3.0 us as two calls). */
+static hipError_t cuda_batch_mem_op(hipStream_t stream, unsigned int count,
+                                    hipStreamBatchMemOpParams *ops, unsigned int flags) {
+  mori__CUstreamBatchMemOpParams p[MORI_HIP_BATCH_MAX];
+  hipError_t e = hipSuccess;
+  if (cu.StreamBatchMemOp == NULL) return hipErrorNotSupported;
+  memset(p, 0, (size_t)count * sizeof p[0]);
+  for (unsigned int i = 0; i < count && e == hipSuccess; i++) {
+    int wait = ops[i].operation == hipStreamMemOpWaitValue32;
+    p[i].op.operation = wait ? 1u : 2u; /* CU_STREAM_MEM_OP_WAIT_VALUE_32, _WRITE_VALUE_32 */
+    p[i].op.address = DPTR(ops[i].waitValue.address);
+    p[i].op.value = ops[i].waitValue.value;
+    e = wait ? translate("cuStreamBatchMemOp", "wait flags", TABLE(wait_flags),
+                         (int)ops[i].waitValue.flags, &p[i].op.flags)
+             : translate("cuStreamBatchMemOp", "write flags", TABLE(write_flags),
+                         (int)ops[i].writeValue.flags, &p[i].op.flags);
+  }
+  if (e == hipSuccess) e = current("cuStreamBatchMemOp");
+  if (e == hipSuccess)
+    e = cu_check("cuStreamBatchMemOp", cu.StreamBatchMemOp(CU_STREAM(stream), count, p, flags));
+  return e;
+}
+
 static hipError_t cuda_stream_create(hipStream_t *stream, unsigned int flags) {
   unsigned int f = 0;
   mori__CUstream s = NULL;
@@ -613,6 +642,7 @@ static int cuda_init(char *why, size_t whylen) {
       cuda_init_step("cuInit", cu.Init(0), why, whylen) != 0 ||
       cuda_init_step("cuDeviceGetCount", cu.DeviceGetCount(&device_count), why, whylen) != 0)
     return cuda_fail_init();
+  *(void **)&cu.StreamBatchMemOp = dlsym(cuda_lib, "cuStreamBatchMemOp_v2");
   primary = calloc(device_count > 0 ? (size_t)device_count : 1, sizeof *primary);
   if (primary == NULL) {
     snprintf(why, whylen, "out of memory for %d device contexts", device_count);
@@ -647,6 +677,7 @@ const struct mori__shim_backend mori__shim_cuda = {
     .stream_sync = cuda_stream_sync,
     .write_value32 = cuda_write_value32,
     .wait_value32 = cuda_wait_value32,
+    .batch_mem_op = cuda_batch_mem_op,
     .device_attribute = cuda_device_attribute,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,

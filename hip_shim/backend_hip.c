@@ -60,6 +60,10 @@ static struct {
   hipError_t (*EventDestroy)(hipEvent_t);
   hipError_t (*MemsetAsync)(void *, int, size_t, hipStream_t);
   hipError_t (*MemcpyAsync)(void *, const void *, size_t, hipMemcpyKind, hipStream_t);
+  /* Not in the table (newer ROCm releases have it): without it the shim issues a
+   * batch's operations one by one. */
+  hipError_t (*StreamBatchMemOp)(hipStream_t, unsigned int, hipStreamBatchMemOpParams *,
+                                 unsigned int);
 } hip;
 
 static const struct mori__gpu_symbol hip_symbols[] = {
@@ -214,6 +218,13 @@ static hipError_t hip_write_value32(hipStream_t stream, void *ptr, uint32_t valu
 static hipError_t hip_wait_value32(hipStream_t stream, void *ptr, uint32_t value,
                                    unsigned int flags, uint32_t mask) {
   return HIP_CALL(StreamWaitValue32, (stream, ptr, value, flags, mask));
+}
+
+/* The shim's params are HIP's own layout: passed through. */
+static hipError_t hip_batch_mem_op(hipStream_t stream, unsigned int count,
+                                   hipStreamBatchMemOpParams *ops, unsigned int flags) {
+  if (hip.StreamBatchMemOp == NULL) return hipErrorNotSupported;
+  return HIP_CALL(StreamBatchMemOp, (stream, count, ops, flags));
 }
 
 static hipError_t hip_stream_create(hipStream_t *stream, unsigned int flags) {
@@ -408,6 +419,7 @@ static int hip_init(char *why, size_t whylen) {
                     whylen) ||
       hip_check_release(opened, why, whylen))
     return hip_fail_init();
+  *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
   return 0;
 }
 
@@ -437,6 +449,7 @@ const struct mori__shim_backend mori__shim_hip = {
     .stream_sync = hip_stream_sync,
     .write_value32 = hip_write_value32,
     .wait_value32 = hip_wait_value32,
+    .batch_mem_op = hip_batch_mem_op,
     .device_attribute = hip_device_attribute,
     .stream_create = hip_stream_create,
     .stream_destroy = hip_stream_destroy,

@@ -171,6 +171,23 @@ typedef mori__CUresult (*mori__cuStreamWriteValue32_v2_fn)(mori__CUstream stream
 typedef mori__CUresult (*mori__cuStreamWaitValue32_v2_fn)(mori__CUstream stream,
                                                          mori__CUdeviceptr addr,
                                                          unsigned int value, unsigned int flags);
+/* CUstreamBatchMemOpParams: a 48-byte union; the 32-bit wait and write
+ * entries share this layout (operation, address, value, flags, alias). */
+typedef union mori__CUstreamBatchMemOpParams {
+  unsigned int operation; /* CUstreamBatchMemOpType: WAIT_VALUE_32 1, WRITE_VALUE_32 2 */
+  struct {
+    unsigned int operation;
+    mori__CUdeviceptr address;
+    unsigned long long value; /* cuuint32_t value / cuuint64_t value64 */
+    unsigned int flags;
+    mori__CUdeviceptr alias;
+  } op;
+  unsigned long long pad[6];
+} mori__CUstreamBatchMemOpParams;
+typedef mori__CUresult (*mori__cuStreamBatchMemOp_v2_fn)(mori__CUstream stream,
+                                                        unsigned int count,
+                                                        mori__CUstreamBatchMemOpParams *ops,
+                                                        unsigned int flags);
 typedef mori__CUresult (*mori__cuStreamCreate_fn)(mori__CUstream *stream, unsigned int flags);
 typedef mori__CUresult (*mori__cuStreamDestroy_v2_fn)(mori__CUstream stream);
 typedef mori__CUresult (*mori__cuStreamIsCapturing_fn)(mori__CUstream stream,

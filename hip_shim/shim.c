@@ -446,6 +446,47 @@ hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t val
   return leave("hipStreamWaitValue32", B->wait_value32(stream, ptr, value, flags, mask));
 }
 
+/* The contract both runtimes state: 1..255 operations, flags 0; the shim
+ * takes the 32-bit ones. */
+static hipError_t batch_contract(unsigned int count, const hipStreamBatchMemOpParams *ops,
+                                 unsigned int flags) {
+  if (ops == NULL || count == 0 || count > MORI_HIP_BATCH_MAX || flags != 0) {
+    mori__shim_detail("hipStreamBatchMemOp: %u operations at %p, flags 0x%x (1..%d, non-null, "
+                      "flags 0)", count, (const void *)ops, flags, MORI_HIP_BATCH_MAX);
+    return hipErrorInvalidValue;
+  }
+  for (unsigned int i = 0; i < count; i++)
+    if (ops[i].operation != hipStreamMemOpWaitValue32 &&
+        ops[i].operation != hipStreamMemOpWriteValue32) {
+      mori__shim_detail("hipStreamBatchMemOp: operation %u is of type 0x%x (the shim takes "
+                        "32-bit waits and writes)", i, (unsigned)ops[i].operation);
+      return hipErrorNotSupported;
+    }
+  return hipSuccess;
+}
+
+hipError_t mori_hipStreamBatchMemOp(hipStream_t stream, unsigned int count,
+                                    hipStreamBatchMemOpParams *paramArray, unsigned int flags) {
+  ENTER("hipStreamBatchMemOp", write_value32);
+  hipError_t e = batch_contract(count, paramArray, flags);
+  if (e != hipSuccess) return leave("hipStreamBatchMemOp", e);
+  if (B->batch_mem_op != NULL &&
+      (e = B->batch_mem_op(stream, count, paramArray, flags)) != hipErrorNotSupported)
+    return leave("hipStreamBatchMemOp", e);
+  /* No batch call in this runtime: one call per operation, in order. */
+  detail_set = 0;
+  e = hipSuccess;
+  for (unsigned int i = 0; i < count && e == hipSuccess; i++) {
+    const hipStreamBatchMemOpParams *op = &paramArray[i];
+    e = op->operation == hipStreamMemOpWaitValue32
+            ? B->wait_value32(stream, op->waitValue.address, op->waitValue.value,
+                              op->waitValue.flags, 0xffffffffu)
+            : B->write_value32(stream, op->writeValue.address, op->writeValue.value,
+                               op->writeValue.flags);
+  }
+  return leave("hipStreamBatchMemOp", e);
+}
+
 hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device) {
   ENTER("hipDeviceGetAttribute", device_attribute);
   return leave("hipDeviceGetAttribute", B->device_attribute(value, attr, device));

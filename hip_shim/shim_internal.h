@@ -49,6 +49,10 @@ struct mori__shim_backend {
   hipError_t (*write_value32)(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags);
   hipError_t (*wait_value32)(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags,
                              uint32_t mask);
+  /* May be NULL, or return hipErrorNotSupported (a runtime without the
+   * call): the shim then runs the operations one by one. */
+  hipError_t (*batch_mem_op)(hipStream_t stream, unsigned int count,
+                             hipStreamBatchMemOpParams *ops, unsigned int flags);
   hipError_t (*device_attribute)(int *value, hipDeviceAttribute_t attr, int device);
   hipError_t (*stream_create)(hipStream_t *stream, unsigned int flags);
   hipError_t (*stream_destroy)(hipStream_t stream);

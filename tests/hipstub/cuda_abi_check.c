@@ -34,6 +34,18 @@ _Static_assert(__builtin_types_compatible_p(mori__CUmemAllocationGranularity_fla
                "CUmemAllocationGranularity_flags");
 
 /* Structs passed by pointer. */
+SAME_SIZE(mori__CUstreamBatchMemOpParams, CUstreamBatchMemOpParams);
+_Static_assert(offsetof(mori__CUstreamBatchMemOpParams, op.address) ==
+                   offsetof(CUstreamBatchMemOpParams, waitValue.address) &&
+               offsetof(mori__CUstreamBatchMemOpParams, op.value) ==
+                   offsetof(CUstreamBatchMemOpParams, waitValue.value) &&
+               offsetof(mori__CUstreamBatchMemOpParams, op.flags) ==
+                   offsetof(CUstreamBatchMemOpParams, waitValue.flags) &&
+               offsetof(mori__CUstreamBatchMemOpParams, op.flags) ==
+                   offsetof(CUstreamBatchMemOpParams, writeValue.flags),
+               "CUstreamBatchMemOpParams layout");
+_Static_assert(CU_STREAM_MEM_OP_WAIT_VALUE_32 == 1 && CU_STREAM_MEM_OP_WRITE_VALUE_32 == 2,
+               "CUstreamBatchMemOpType");
 SAME_SIZE(mori__CUmemLocation, CUmemLocation);
 SAME_OFFSET(mori__CUmemLocation, CUmemLocation, type);
 SAME_OFFSET(mori__CUmemLocation, CUmemLocation, id);

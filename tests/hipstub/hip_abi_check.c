@@ -64,6 +64,9 @@ ABI(hipStreamWaitValueGte == 0);
 ABI(hipStreamWaitValueEq == 1);
 ABI(hipStreamWaitValueAnd == 2);
 ABI(hipStreamWaitValueNor == 3);
+ABI(hipStreamMemOpWaitValue32 == 1);
+ABI(hipStreamMemOpWriteValue32 == 2);
+ABI(sizeof(hipStreamBatchMemOpParams) == 48);
 
 ABI(hipMemHandleTypeNone == 0);
 ABI(hipMemHandleTypePosixFileDescriptor == 1);

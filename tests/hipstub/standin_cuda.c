@@ -410,6 +410,23 @@ mori__CUresult cuStreamWaitValue32_v2(mori__CUstream stream, mori__CUdeviceptr a
                                                            value, flags, 0xFFFFFFFFu));
 }
 
+/* The 32-bit wait and write entries, in order, as the driver runs them. */
+mori__CUresult cuStreamBatchMemOp_v2(mori__CUstream stream, unsigned int count,
+                                     mori__CUstreamBatchMemOpParams *ops, unsigned int flags) {
+  mori__CUresult r = need_context();
+  if (r == CU_OK && (ops == NULL || count == 0 || count > 255 || flags != 0))
+    r = MORI__CUDA_ERROR_INVALID_VALUE;
+  for (unsigned int i = 0; r == CU_OK && i < count; i++)
+    r = ops[i].op.operation == 1
+            ? cuStreamWaitValue32_v2(stream, ops[i].op.address, (unsigned int)ops[i].op.value,
+                                     ops[i].op.flags)
+        : ops[i].op.operation == 2
+            ? cuStreamWriteValue32_v2(stream, ops[i].op.address, (unsigned int)ops[i].op.value,
+                                      ops[i].op.flags)
+            : MORI__CUDA_ERROR_INVALID_VALUE;
+  return r;
+}
+
 /* ---- streams, events, stream-ordered fills and copies ---- */
 
 #define HIP_STREAM(s) ((hipStream_t)(void *)(s))

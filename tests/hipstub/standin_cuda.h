@@ -56,6 +56,8 @@ mori__CUresult cuStreamWriteValue32_v2(mori__CUstream stream, mori__CUdeviceptr 
                                        unsigned int value, unsigned int flags);
 mori__CUresult cuStreamWaitValue32_v2(mori__CUstream stream, mori__CUdeviceptr addr,
                                       unsigned int value, unsigned int flags);
+mori__CUresult cuStreamBatchMemOp_v2(mori__CUstream stream, unsigned int count,
+                                     mori__CUstreamBatchMemOpParams *ops, unsigned int flags);
 mori__CUresult cuStreamCreate(mori__CUstream *stream, unsigned int flags);
 mori__CUresult cuStreamDestroy_v2(mori__CUstream stream);
 mori__CUresult cuStreamIsCapturing(mori__CUstream stream, mori__CUstreamCaptureStatus *status);

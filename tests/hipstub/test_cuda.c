@@ -303,6 +303,24 @@ static void device_memory_copies_and_memops_run_on_the_driver(void **state) {
   assert_int_equal(mori_hipDeviceSynchronize(), hipSuccess);
   assert_int_equal(mori_hipMemcpy(&word, p, sizeof word, hipMemcpyDeviceToHost), hipSuccess);
   assert_int_equal(word, 5);
+  /* a batch: the driver's call, flags translated; a wait it cannot express
+   * is refused before the driver */
+  hipStreamBatchMemOpParams ops[2];
+  memset(ops, 0, sizeof ops);
+  ops[0].operation = hipStreamMemOpWaitValue32;
+  ops[0].waitValue.address = p;
+  ops[0].waitValue.value = 5;
+  ops[0].waitValue.flags = hipStreamWaitValueEq;
+  ops[1].operation = hipStreamMemOpWriteValue32;
+  ops[1].writeValue.address = p;
+  ops[1].writeValue.value = 9;
+  assert_int_equal(mori_hipStreamBatchMemOp(NULL, 2, ops, 0), hipSuccess);
+  assert_int_equal(mori_hipStreamSynchronize(NULL), hipSuccess);
+  assert_int_equal(mori_hipMemcpy(&word, p, sizeof word, hipMemcpyDeviceToHost), hipSuccess);
+  assert_int_equal(word, 9);
+  ops[0].waitValue.flags = 7;
+  assert_int_equal(mori_hipStreamBatchMemOp(NULL, 2, ops, 0), hipErrorInvalidValue);
+  assert_string_equal(mori_shim_message(), "cuStreamBatchMemOp: wait flags 0x7 has no CUDA equivalent");
   assert_int_equal(mori_hipFree(p), hipSuccess);
   assert_int_equal(mori_hipFree(NULL), hipSuccess);
   assert_int_equal(mori_shim_ledger_total(), 0);

@@ -203,6 +203,56 @@ static void streams_and_events_reject_unknown_handles_and_flags(void **state) {
   assert_fails_with(mori_hipEventDestroy(ev), hipErrorInvalidValue, "unknown or destroyed event");
 }
 
+static hipStreamBatchMemOpParams batch_op(hipStreamBatchMemOpType type, int index,
+                                          uint32_t value, unsigned flags) {
+  hipStreamBatchMemOpParams op;
+  memset(&op, 0, sizeof op);
+  op.operation = type;
+  op.waitValue.address = word(index);
+  op.waitValue.value = value;
+  op.waitValue.flags = flags;
+  return op;
+}
+
+/* A batch runs its operations in array order on its stream, as separate
+ * calls would (the sim has no batch of its own: the shim issues them one
+ * by one), and is recorded in a capture like them; the contract both
+ * runtimes state (1..255 operations, flags 0) and the shim's (32-bit waits
+ * and writes) are checked first. */
+static void batch_runs_in_array_order_and_is_captured(void **state) {
+  hipStream_t s = NULL;
+  mori_sim_graph *g = NULL;
+  hipStreamBatchMemOpParams ops[3] = {batch_op(hipStreamMemOpWaitValue32, 14, 1, hipStreamWaitValueEq),
+                                      batch_op(hipStreamMemOpWriteValue32, 14, 0, 0),
+                                      batch_op(hipStreamMemOpWriteValue32, 15, 7, 0)};
+  assert_hip_ok(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  store(14, 1);
+  assert_hip_ok(mori_hipStreamBatchMemOp(s, 3, ops, 0));
+  assert_hip_ok(mori_hipStreamSynchronize(s));
+  assert_int_equal(load(14), 0);
+  assert_int_equal(load(15), 7);
+  assert_hip_ok(mori_sim_begin_capture(s));
+  assert_hip_ok(mori_hipStreamBatchMemOp(s, 3, ops, 0));
+  assert_hip_ok(mori_sim_end_capture(s, &g));
+  store(15, 0);
+  for (int i = 0; i < 2; i++) {
+    store(14, 1);
+    assert_hip_ok(mori_sim_graph_launch(g, s));
+    assert_hip_ok(mori_hipStreamSynchronize(s));
+    assert_int_equal(load(15), 7);
+    store(15, 0);
+  }
+  mori_sim_graph_destroy(g);
+  assert_fails_with(mori_hipStreamBatchMemOp(s, 0, ops, 0), hipErrorInvalidValue, "1..255");
+  assert_fails_with(mori_hipStreamBatchMemOp(s, 256, ops, 0), hipErrorInvalidValue, "1..255");
+  assert_fails_with(mori_hipStreamBatchMemOp(s, 3, NULL, 0), hipErrorInvalidValue, "1..255");
+  assert_fails_with(mori_hipStreamBatchMemOp(s, 3, ops, 1), hipErrorInvalidValue, "flags 0");
+  ops[1].operation = hipStreamMemOpWriteValue64;
+  assert_fails_with(mori_hipStreamBatchMemOp(s, 3, ops, 0), hipErrorNotSupported,
+                    "operation 1 is of type 0x5");
+  assert_hip_ok(mori_hipStreamDestroy(s));
+}
+
 /* In sync mode a wait runs in the caller: the bound ends it there. */
 static void sync_wait_runs_in_the_caller(void **state) {
   struct later l = {.index = 12, .delay_ms = 20, .value = 2};
@@ -230,11 +280,13 @@ int main(int argc, char **argv) {
       T(async_wait_past_the_bound_fails_the_stream),
       T(destroyed_stream_finishes_its_work),
       T(capture_records_and_launch_replays_baked_values),
+      T(batch_runs_in_array_order_and_is_captured),
       T(streams_and_events_reject_unknown_handles_and_flags),
   };
   const struct CMUnitTest sync_tests[] = {
       T(sync_wait_runs_in_the_caller),
       T(capture_records_and_launch_replays_baked_values),
+      T(batch_runs_in_array_order_and_is_captured),
       T(streams_and_events_reject_unknown_handles_and_flags),
   };
   return async ? cmocka_run_group_tests_name("sim_streams_async", async_tests, NULL, NULL)

@@ -9,7 +9,8 @@
  *   spec    one "key:kind" per parameter, in order: the key it has in a
  *           trace line and how its value is written there (kinds below).
  *           Kind '-' marks a parameter a trace leaves out because its value
- *           is a fact of one runtime (versions, attribute values).
+ *           is a fact of one runtime (versions, attribute values), or a
+ *           list the format has no word for (a batch's operations).
  *
  * Events and the streams a call creates are written as '-': the trace
  * names streams where they are used (sN), and the replay runs stream work
@@ -102,7 +103,11 @@
     (dst, value, size, stream), "dst:a value:i size:z stream:s")                          \
   X(hipMemcpyAsync, 5,                                                                    \
     (void *dst, const void *src, size_t size, hipMemcpyKind kind, hipStream_t stream),    \
-    (dst, src, size, kind, stream), "dst:a src:a size:z kind:u stream:s")
+    (dst, src, size, kind, stream), "dst:a src:a size:z kind:u stream:s")                \
+  X(hipStreamBatchMemOp, 4,                                                               \
+    (hipStream_t stream, unsigned int count, hipStreamBatchMemOpParams *paramArray,       \
+     unsigned int flags),                                                                 \
+    (stream, count, paramArray, flags), "stream:s count:u ops:- flags:u")
 
 /* The OS calls of the seam: the shim's own list (MORI_SHIM_OS_CALLS in
  * hip_shim.h: sockets, the store's I/O, host allocation) plus close, which

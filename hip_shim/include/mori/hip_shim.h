@@ -173,6 +173,45 @@ typedef enum hipStreamCaptureStatus {
 } hipStreamCaptureStatus;
 typedef void *hipDeviceptr_t;
 
+/* hipStreamBatchMemOp: several stream memory operations in one call, run
+ * in array order (HIP's layout, which is CUDA's: 48 bytes an entry).  The
+ * shim takes 32-bit waits and writes. */
+typedef enum hipStreamBatchMemOpType {
+  hipStreamMemOpWaitValue32 = 0x1,
+  hipStreamMemOpWriteValue32 = 0x2,
+  hipStreamMemOpFlushRemoteWrites = 0x3,
+  hipStreamMemOpWaitValue64 = 0x4,
+  hipStreamMemOpWriteValue64 = 0x5,
+  hipStreamMemOpBarrier = 0x6
+} hipStreamBatchMemOpType;
+
+typedef union hipStreamBatchMemOpParams {
+  hipStreamBatchMemOpType operation;
+  struct hipStreamMemOpWaitValueParams_t {
+    hipStreamBatchMemOpType operation;
+    hipDeviceptr_t address;
+    union {
+      uint32_t value;
+      uint64_t value64;
+    };
+    unsigned int flags; /* hipStreamWaitValue* */
+    hipDeviceptr_t alias;
+  } waitValue;
+  struct hipStreamMemOpWriteValueParams_t {
+    hipStreamBatchMemOpType operation;
+    hipDeviceptr_t address;
+    union {
+      uint32_t value;
+      uint64_t value64;
+    };
+    unsigned int flags; /* 0 */
+    hipDeviceptr_t alias;
+  } writeValue;
+  uint64_t pad[6];
+} hipStreamBatchMemOpParams;
+/* The most operations one batch takes (HIP's and CUDA's "less than 256"). */
+#define MORI_HIP_BATCH_MAX 255
+
 /* The ABI is what mori's HIP backend passes to libamdhip64 by pointer. */
 #ifdef __cplusplus
 #define MORI_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -188,6 +227,10 @@ MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, allocFlags) == 24, "ABI");
 MORI_STATIC_ASSERT(sizeof(hipMemAccessDesc) == 12, "hipMemAccessDesc ABI");
 MORI_STATIC_ASSERT(sizeof(hipMemFabricHandle_t) == 64, "fabric handle ABI");
 MORI_STATIC_ASSERT(sizeof(hipError_t) == 4, "hipError_t ABI");
+MORI_STATIC_ASSERT(sizeof(hipStreamBatchMemOpParams) == 48, "hipStreamBatchMemOpParams ABI");
+MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.address) == 8, "ABI");
+MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.value) == 16, "ABI");
+MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.flags) == 24, "ABI");
 
 /* ---- the shim's functions (one per HIP call; same contract as HIP) ---- */
 
@@ -235,6 +278,12 @@ hipError_t mori_hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t va
                                       unsigned int flags);
 hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
                                      unsigned int flags, uint32_t mask);
+/* count (1..MORI_HIP_BATCH_MAX) 32-bit waits and writes in one call, in
+ * order; flags 0.  Where the runtime has no batch call, the shim runs the
+ * operations one by one (the same stream semantics, a call each), and stops
+ * at the first that fails. */
+hipError_t mori_hipStreamBatchMemOp(hipStream_t stream, unsigned int count,
+                                    hipStreamBatchMemOpParams *paramArray, unsigned int flags);
 hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device);
 hipError_t mori_hipGetLastError(void);
 /* Streams, events and stream-ordered fills and copies: what the signals'
