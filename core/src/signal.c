@@ -3,43 +3,60 @@
  * put_signal and wait_signal as stream memory operations over the window's
  * private slot of the block's signal area (torch's own pad stays zero for
  * torch's kernels).  Every wait is on this rank's own memory; a peer is
- * only ever written to, never polled.
+ * only ever written to, never polled.  A call's operations go to the
+ * runtime as one batch (hipStreamBatchMemOp): on an H200 two operations as
+ * one call cost the host 1.7 us against 3.0 us as two, and a put/wait round
+ * trip of two batches each way ran 13.8 us against 20.7 us as separate
+ * operations (tests/gpu/bench.sh).  MORI_SYMM_MEMOP_BATCH=0 issues them one
+ * by one.
  *
  * A slot is MORI_WIRE_SIGNAL_REGIONS areas of the pad's size; cell
  * (channel, rank) of an area sits at channel * world + rank, torch's
- * layout, so channels are bounded as torch bounds them.
+ * layout, so channels are bounded as torch bounds them.  phase(n) is
+ * 1 << (n % 3): a cell that holds the phase of step n-1, n or n+1 of one
+ * sequence tells the three apart; no value grows, nothing wraps (HIP's Gte
+ * compares unsigned, CUDA's GEQ cyclically: a counter would break on one
+ * of them), and no cell written by a peer is ever reset, so no write of a
+ * faster peer can be lost.
  *
  *   BARRIER  cell (c, src) on dst: the phase of src's latest barrier on c.
- *            Barrier n writes phase(n) = 1 << (n % 3) to every peer and
- *            waits until its own cells hold phase(n) or phase(n + 1)
- *            (hipStreamWaitValueAnd).  A peer cannot run more than one
- *            barrier ahead (it needs this rank's barrier n to pass n), so a
- *            cell holds phase n-1, n or n+1, three distinct bits: no value
- *            grows, nothing wraps (HIP's Gte compares unsigned, CUDA's GEQ
- *            cyclically: a counter would break on one of them), and a cell
- *            is never reset, so no write of a faster peer can be lost.
- *   SIGNAL   cell (c, src) on dst: 1 while a signal of src is unconsumed.
- *   ACK      cell (c, dst) on src: 1 while src's signal to dst is unconsumed.
- *            put(dst): wait own ACK == 0, set own ACK = 1, set dst's
- *            SIGNAL = 1.  wait(src): wait own SIGNAL == 1, set it 0, set
- *            src's ACK = 0.  torch's semantics (a put waits until the
- *            previous signal was consumed) with the wait on the sender's own
- *            cell instead of a poll of the receiver's.  Every cell is back
- *            at 0 after a put and its wait, so a captured graph can replay
- *            it any number of times.
+ *            Barrier n writes phase(n) to every peer and waits until its
+ *            own cells hold phase(n) or phase(n + 1) (hipStreamWaitValueAnd):
+ *            a peer cannot run more than one barrier ahead (it needs this
+ *            rank's barrier n to pass n).
+ *   PUT      cell (c, src) on dst: the phase of src's latest put to dst.
+ *   PUT_ACK  cell (c, dst) on src: the phase of dst's latest wait for src.
+ *            put k: wait until PUT_ACK holds phase(k - 1) (the previous
+ *            signal consumed: torch's semantics; nothing to wait for at
+ *            k = 1), write phase(k) to dst's PUT.  wait j: wait until PUT
+ *            holds phase(j), write phase(j) to src's PUT_ACK.  Two
+ *            operations each, both waits on local cells, no local write.
+ *            A put cannot run ahead of the wait for its previous signal,
+ *            so a cell holds the phase of k - 1 or k.
+ *   SIGNAL   cell (c, src) on dst: 1 while a captured signal of src is
+ *            unconsumed.
+ *   ACK      cell (c, dst) on src: 1 while src's captured signal to dst is
+ *            unconsumed.  In a capture, put(dst): wait own ACK == 0, set
+ *            own ACK = 1, set dst's SIGNAL = 1; wait(src): wait own SIGNAL
+ *            == 1, set it 0, set src's ACK = 0.  Every cell is back at 0
+ *            after a put and its wait, so a graph replays it any number of
+ *            times.
  *
- * The eager barrier's phases come from a host counter, which a captured
- * graph would bake in and replay; inside a capture a barrier is therefore
- * put + wait to every peer on the SIGNAL/ACK cells (torch's own barrier
- * shape), which returns every cell to 0.
+ * The eager calls' phases come from host counts, which a captured graph
+ * would bake in and replay; inside a capture a put or wait is therefore the
+ * SIGNAL/ACK form above, and a barrier a put + wait of that form to every
+ * peer (torch's own barrier shape), which returns every cell to 0.  Eager
+ * and captured calls use different cells: a put and the wait that consumes
+ * it must both be captured or both not, as every rank must capture a
+ * barrier if one does.
  */
 #include "watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum region { REGION_BARRIER, REGION_SIGNAL, REGION_ACK };
-_Static_assert(REGION_ACK + 1 == MORI_WIRE_SIGNAL_REGIONS, "one region per cell kind");
+enum region { REGION_BARRIER, REGION_SIGNAL, REGION_ACK, REGION_PUT, REGION_PUT_ACK };
+_Static_assert(REGION_PUT_ACK + 1 == MORI_WIRE_SIGNAL_REGIONS, "one region per cell kind");
 
 static uint32_t *cell(const mori_window *w, int owner, enum region r, int channel, int index) {
   char *area = (char *)w->pad_ptrs[owner] +
@@ -53,7 +70,7 @@ static uint32_t phase(uint64_t n) { return 1u << (n % 3); }
 /* ---- counts (mori_symm_signal_stats) ---- */
 
 static struct {
-  long remote_writes, local_writes, local_waits, remote_waits, captured;
+  long remote_writes, local_writes, local_waits, remote_waits, captured, calls;
 } counts;
 
 static void count(long *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
@@ -64,6 +81,7 @@ void mori_symm_signal_stats_get(mori_symm_signal_stats *out) {
   out->local_waits = __atomic_load_n(&counts.local_waits, __ATOMIC_RELAXED);
   out->remote_waits = __atomic_load_n(&counts.remote_waits, __ATOMIC_RELAXED);
   out->captured = __atomic_load_n(&counts.captured, __ATOMIC_RELAXED);
+  out->calls = __atomic_load_n(&counts.calls, __ATOMIC_RELAXED);
   mori__watch_counts(&out->watched, &out->expired);
 }
 
@@ -84,6 +102,13 @@ static enum shape barrier_shape(void) {
   return SHAPE_INVALID;
 }
 
+/* MORI_SYMM_MEMOP_BATCH=0: one runtime call per operation (to measure the
+ * difference on a runtime where batching may not pay). */
+static int batching(void) {
+  const char *v = getenv("MORI_SYMM_MEMOP_BATCH");
+  return v == NULL || strcmp(v, "0") != 0;
+}
+
 /* ---- a call's operations ---- */
 
 enum { OP_WRITE, OP_WAIT };
@@ -98,13 +123,20 @@ struct op {
   const char *what;
 };
 
+/* Eager calls are counted on the host: a barrier per channel, a put per
+ * (channel, destination), a wait per (channel, source). */
+enum commit { COMMIT_NONE, COMMIT_FIRST, COMMIT_ALL };
+
 struct plan {
   struct op *ops;
   int n, cap;
-  /* an eager barrier's count, set once its first operation is enqueued
-   * (a call that fails before enqueuing anything leaves the count alone,
-   * or this rank would be a barrier ahead of its peers) */
+  /* The count this call advances, and when: a barrier's once its first
+   * operation is enqueued (peers may have seen its writes; a call that
+   * enqueued nothing leaves the count alone, or this rank would be a
+   * barrier ahead); a put's or wait's once all of it is (a call that
+   * failed half way is called again whole: its wait is met already). */
   uint64_t *count, value;
+  enum commit commit;
 };
 
 static int plan_add(struct plan *p, struct op op) {
@@ -134,13 +166,41 @@ static int add_wait(struct plan *p, const mori_window *w, enum region r, int cha
 static const char never_signalled[] = "never signalled";
 static const char never_consumed[] = "never consumed the previous signal";
 
-static int plan_put(struct plan *p, const mori_window *w, int dst, int channel) {
+static void plan_count(struct plan *p, uint64_t *count, uint64_t value, enum commit when) {
+  p->count = count;
+  p->value = value;
+  p->commit = when;
+}
+
+/* put k (eager): the previous signal consumed, then phase(k) to dst. */
+static int plan_put(struct plan *p, mori_window *w, int dst, int channel) {
+  uint64_t *puts = &w->signals->puts[(size_t)channel * (size_t)w->world + (size_t)dst];
+  uint64_t k = __atomic_load_n(puts, __ATOMIC_RELAXED) + 1;
+  plan_count(p, puts, k, COMMIT_ALL);
+  if (k > 1)
+    MORI_GUARD(add_wait(p, w, REGION_PUT_ACK, channel, dst, hipStreamWaitValueAnd, phase(k - 1),
+                        phase(k - 1), never_consumed));
+  return add_write(p, w, dst, REGION_PUT, channel, w->rank, phase(k));
+}
+
+/* wait j (eager): signal j, then its acknowledgement to src. */
+static int plan_wait(struct plan *p, mori_window *w, int src, int channel) {
+  uint64_t *waits = &w->signals->waits[(size_t)channel * (size_t)w->world + (size_t)src];
+  uint64_t j = __atomic_load_n(waits, __ATOMIC_RELAXED) + 1;
+  plan_count(p, waits, j, COMMIT_ALL);
+  MORI_GUARD(add_wait(p, w, REGION_PUT, channel, src, hipStreamWaitValueAnd, phase(j), phase(j),
+                      never_signalled));
+  return add_write(p, w, src, REGION_PUT_ACK, channel, w->rank, phase(j));
+}
+
+/* In a capture: the replay-safe forms, every cell back at 0 after a pair. */
+static int plan_captured_put(struct plan *p, const mori_window *w, int dst, int channel) {
   MORI_GUARD(add_wait(p, w, REGION_ACK, channel, dst, hipStreamWaitValueEq, 0, 0, never_consumed));
   MORI_GUARD(add_write(p, w, w->rank, REGION_ACK, channel, dst, 1));
   return add_write(p, w, dst, REGION_SIGNAL, channel, w->rank, 1);
 }
 
-static int plan_wait(struct plan *p, const mori_window *w, int src, int channel) {
+static int plan_captured_wait(struct plan *p, const mori_window *w, int src, int channel) {
   MORI_GUARD(add_wait(p, w, REGION_SIGNAL, channel, src, hipStreamWaitValueEq, 1, 1,
                       never_signalled));
   MORI_GUARD(add_write(p, w, w->rank, REGION_SIGNAL, channel, src, 0));
@@ -149,16 +209,16 @@ static int plan_wait(struct plan *p, const mori_window *w, int src, int channel)
 
 /* In a capture: put to every peer, then wait for every peer. */
 static int plan_captured_barrier(struct plan *p, const mori_window *w, int channel) {
-  for (int i = 1; i < w->world; i++) MORI_GUARD(plan_put(p, w, (w->rank + i) % w->world, channel));
   for (int i = 1; i < w->world; i++)
-    MORI_GUARD(plan_wait(p, w, (w->rank + w->world - i) % w->world, channel));
+    MORI_GUARD(plan_captured_put(p, w, (w->rank + i) % w->world, channel));
+  for (int i = 1; i < w->world; i++)
+    MORI_GUARD(plan_captured_wait(p, w, (w->rank + w->world - i) % w->world, channel));
   return 0;
 }
 
 static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape shape) {
   uint64_t n = __atomic_load_n(&w->signals->barriers[channel], __ATOMIC_RELAXED) + 1;
-  p->count = &w->signals->barriers[channel];
-  p->value = n;
+  plan_count(p, &w->signals->barriers[channel], n, COMMIT_FIRST);
   uint32_t mine = phase(n), accept = phase(n) | phase(n + 1);
   int world = w->world, rank = w->rank;
   if (shape == SHAPE_FLAT) {
@@ -179,31 +239,61 @@ static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape 
 
 /* ---- running a plan ---- */
 
+static void count_op(const mori_window *w, const struct op *op) {
+  if (op->kind == OP_WAIT) count(&counts.local_waits);
+  else count(op->owner == w->rank ? &counts.local_writes : &counts.remote_writes);
+}
+
+/* ops[0, n) as one runtime call (n <= MORI_HIP_BATCH_MAX), or one call each
+ * where batching is off; *done counts the operations enqueued. */
 static int enqueue(const mori_window *w, hipStream_t stream, const char *opname, int channel,
-                   const struct op *op) {
-  hipError_t e;
-  if (op->kind == OP_WRITE) {
-    e = mori_hipStreamWriteValue32(stream, op->cell, op->value, 0);
-    if (e != hipSuccess) return mori__hip_error("hipStreamWriteValue32", e);
-    count(op->owner == w->rank ? &counts.local_writes : &counts.remote_writes);
-    return 0;
+                   const struct op *ops, int n, int batch, int *done) {
+  hipStreamBatchMemOpParams params[MORI_HIP_BATCH_MAX];
+  hipError_t e = hipSuccess;
+  const struct op *failed = &ops[0];
+  if (batch) {
+    memset(params, 0, (size_t)n * sizeof params[0]);
+    for (int i = 0; i < n; i++) {
+      params[i].operation =
+          ops[i].kind == OP_WAIT ? hipStreamMemOpWaitValue32 : hipStreamMemOpWriteValue32;
+      params[i].waitValue.address = ops[i].cell;
+      params[i].waitValue.value = ops[i].value;
+      params[i].waitValue.flags = ops[i].kind == OP_WAIT ? ops[i].flags : 0;
+    }
+    e = mori_hipStreamBatchMemOp(stream, (unsigned)n, params, 0);
+    count(&counts.calls);
+    if (e == hipSuccess) *done = n;
+  } else {
+    for (int i = 0; i < n && e == hipSuccess; i++) {
+      failed = &ops[i];
+      e = ops[i].kind == OP_WAIT
+              ? mori_hipStreamWaitValue32(stream, ops[i].cell, ops[i].value, ops[i].flags,
+                                          0xffffffffu)
+              : mori_hipStreamWriteValue32(stream, ops[i].cell, ops[i].value, 0);
+      count(&counts.calls);
+      if (e == hipSuccess) ++*done;
+    }
   }
-  e = mori_hipStreamWaitValue32(stream, op->cell, op->value, op->flags, 0xffffffffu);
-  /* The sim in sync mode waits here, bounded by MORI_SIM_WAIT_TIMEOUT_MS. */
-  if (e == hipErrorLaunchTimeOut)
-    return mori__error(MORI_ETIMEDOUT, "%s: rank %d %s on channel %d (%s)", opname, op->peer,
-                       op->what, channel, mori_shim_message());
-  if (e != hipSuccess) return mori__hip_error("hipStreamWaitValue32", e);
-  count(&counts.local_waits);
+  const char *call = batch ? "hipStreamBatchMemOp"
+                           : failed->kind == OP_WAIT ? "hipStreamWaitValue32"
+                                                     : "hipStreamWriteValue32";
+  /* The sim in sync mode waits in the call, bounded by MORI_SIM_WAIT_TIMEOUT_MS. */
+  if (e == hipErrorLaunchTimeOut) {
+    const struct op *wait = failed;
+    for (int i = 0; batch && i < n && wait->kind != OP_WAIT; i++) wait = &ops[i];
+    return mori__error(MORI_ETIMEDOUT, "%s: rank %d %s on channel %d (%s)", opname, wait->peer,
+                       wait->what, channel, mori_shim_message());
+  }
+  if (e != hipSuccess) return mori__hip_error(call, e);
   return 0;
 }
 
-/* Enqueues the plan; with a timeout (and outside a capture) under the
- * watchdog. */
+/* Enqueues the plan (in batches of at most MORI_HIP_BATCH_MAX operations);
+ * with a timeout (and outside a capture) under the watchdog. */
 static int run(mori_window *w, hipStream_t stream, const char *opname, int channel,
                const struct plan *p, int timeout_ms, int captured) {
   struct mori__watch *watch = NULL;
-  int rc = 0;
+  int rc = 0, done = 0, batch = batching();
   if (timeout_ms > 0 && !captured) {
     struct mori__watch_cell *cells = mori_malloc((size_t)p->n * sizeof *cells);
     int n = 0;
@@ -217,11 +307,15 @@ static int run(mori_window *w, hipStream_t stream, const char *opname, int chann
     free(cells);
     if (rc != 0) return rc;
   }
-  for (int i = 0; i < p->n && rc == 0; i++) {
-    rc = enqueue(w, stream, opname, channel, &p->ops[i]);
-    if (rc == 0 && i == 0 && p->count != NULL)
+  for (int i = 0; i < p->n && rc == 0;) {
+    int n = p->n - i < MORI_HIP_BATCH_MAX ? p->n - i : MORI_HIP_BATCH_MAX, before = done;
+    rc = enqueue(w, stream, opname, channel, &p->ops[i], n, batch, &done);
+    for (int k = before; k < done; k++) count_op(w, &p->ops[k]);
+    if (p->commit == COMMIT_FIRST && done > 0)
       __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
+    i += n;
   }
+  if (rc == 0 && p->commit == COMMIT_ALL) __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
   if (watch != NULL) {
     int end = mori__watch_end(watch, stream);
     if (rc == 0) rc = end;
@@ -260,7 +354,7 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
                        int timeout_ms) {
   const char *name = call_names[what];
   hipStream_t stream = (hipStream_t)stream_arg;
-  struct plan p = {NULL, 0, 0, NULL, 0};
+  struct plan p = {NULL, 0, 0, NULL, 0, COMMIT_NONE};
   int captured = 0, rc = check_signal(w, name, what == CALL_BARRIER ? w->rank : peer, channel);
   enum shape shape = barrier_shape();
   if (rc == 0 && what == CALL_BARRIER && shape == SHAPE_INVALID)
@@ -268,10 +362,14 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
                      getenv("MORI_SYMM_BARRIER"));
   if (rc == 0) rc = capturing(stream, &captured);
   if (rc == 0) {
-    if (what == CALL_PUT) rc = plan_put(&p, w, peer, channel);
-    else if (what == CALL_WAIT) rc = plan_wait(&p, w, peer, channel);
-    else if (captured) rc = plan_captured_barrier(&p, w, channel);
-    else rc = plan_barrier(&p, w, channel, shape);
+    if (what == CALL_PUT)
+      rc = captured ? plan_captured_put(&p, w, peer, channel) : plan_put(&p, w, peer, channel);
+    else if (what == CALL_WAIT)
+      rc = captured ? plan_captured_wait(&p, w, peer, channel) : plan_wait(&p, w, peer, channel);
+    else if (captured)
+      rc = plan_captured_barrier(&p, w, channel);
+    else
+      rc = plan_barrier(&p, w, channel, shape);
   }
   if (rc == 0) rc = run(w, stream, name, channel, &p, timeout_ms, captured);
   free(p.ops);
@@ -303,13 +401,19 @@ int mori__signal_prepare(mori_window *w) {
   mori_block *b = w->block;
   if (b->signal_pad_size == 0 || w->signal_slot < 0) return 0;
   struct mori__signals *s = mori_calloc(1, sizeof *s);
+  size_t cells = (size_t)w->max_channels * (size_t)w->world;
   uint64_t *barriers = mori_calloc((size_t)w->max_channels + 1, sizeof *barriers);
-  if (s == NULL || barriers == NULL) {
+  uint64_t *puts = mori_calloc(cells + 1, sizeof *puts), *waits = mori_calloc(cells + 1, sizeof *waits);
+  if (s == NULL || barriers == NULL || puts == NULL || waits == NULL) {
     free(s);
     free(barriers);
+    free(puts);
+    free(waits);
     return mori__nomem("rendezvous: signal state");
   }
   s->barriers = barriers;
+  s->puts = puts;
+  s->waits = waits;
   w->signals = s;
   /* A slot an earlier window used holds its phases and flags: zeroed here,
    * before the "mapped" store barrier lets any peer signal into it.  (The
@@ -330,6 +434,8 @@ void mori__signal_strip(mori_window *w) {
     w->block->signal_slots_dirty |= 1u << w->signal_slot;
   if (w->signals == NULL) return;
   free(w->signals->barriers);
+  free(w->signals->puts);
+  free(w->signals->waits);
   free(w->signals);
   w->signals = NULL;
 }

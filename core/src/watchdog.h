@@ -24,6 +24,8 @@ struct mori__watch;
 /* A window's signal state (w->signals), from its rendezvous to its strip. */
 struct mori__signals {
   uint64_t *barriers; /* per channel: eager barriers enqueued so far */
+  uint64_t *puts;     /* per (channel, destination): eager puts enqueued so far */
+  uint64_t *waits;    /* per (channel, source): eager waits enqueued so far */
   int failed;         /* set once, atomically, by the watchdog */
   char failure[768];  /* written before failed is set */
 };

@@ -133,8 +133,8 @@ static void dissemination_barrier_orders_every_rank_at_6_ranks(void **s) {
 /* A barrier whose first operation failed enqueued nothing, so it counts
  * for nothing: called again, the ranks still agree on which barrier it is.
  * ctest runs this case (also) under the fault shim, with MORI_FI failing
- * rank 0's second hipStreamWriteValue32 once (the first write of its
- * second barrier). */
+ * rank 0's second hipStreamBatchMemOp once (its second barrier, one
+ * batch). */
 static int retry_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0 = mori_count_fds();
   void *base = NULL;
@@ -200,6 +200,61 @@ static int ring_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void put_wait_interleave_with_barriers_on_one_channel(void **s) {
   ranks_run(3, ring_rank, NULL, 0);
+}
+
+/* What an eager call enqueues, counted by the core (ping-pong of rounds on
+ * a channel between ranks 0 and 1, then barriers): a put is a wait on its
+ * own acknowledgement cell (none for the first) and one remote write, a
+ * wait one local wait and one remote write, none of them a local write
+ * or a poll of a peer; and each call is one runtime call (a batch), a
+ * barrier too, whatever the world.  MORI_SYMM_MEMOP_BATCH=0 gives one call
+ * per operation. */
+static int calls_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (open_window(ctx, "calls", &base, &w, msg, msglen)) return 1;
+  const long rounds = 20, barriers = 10;
+  int peer = ctx->rank ^ 1, batch = getenv("MORI_SYMM_MEMOP_BATCH") == NULL;
+  mori_symm_signal_stats s0, s1, s2;
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  mori_symm_signal_stats_get(&s0);
+  for (long i = 0; i < rounds && peer < ctx->world; i++) {
+    if (ctx->rank % 2 == 0) {
+      CHECK(mori_window_put_signal(w, peer, 3, NULL, 0) == 0, "put: %s", mori_last_error());
+      CHECK(mori_window_wait_signal(w, peer, 3, NULL, 0) == 0, "wait: %s", mori_last_error());
+    } else {
+      CHECK(mori_window_wait_signal(w, peer, 3, NULL, 0) == 0, "wait: %s", mori_last_error());
+      CHECK(mori_window_put_signal(w, peer, 3, NULL, 0) == 0, "put: %s", mori_last_error());
+    }
+  }
+  mori_symm_signal_stats_get(&s1);
+  for (long i = 0; i < barriers; i++)
+    CHECK(mori_window_barrier(w, 4, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  mori_symm_signal_stats_get(&s2);
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  if (peer < ctx->world) {
+    long writes = s1.remote_writes - s0.remote_writes, local = s1.local_writes - s0.local_writes,
+         waits = s1.local_waits - s0.local_waits, calls = s1.calls - s0.calls;
+    CHECK(writes == 2 * rounds && waits == 2 * rounds - 1 && local == 0 &&
+              s1.remote_waits == s0.remote_waits,
+          "%ld put/wait pairs: %ld remote writes, %ld local waits, %ld local writes, %ld polls "
+          "(want %ld, %ld, 0, 0)", rounds, writes, waits, local, s1.remote_waits - s0.remote_waits,
+          2 * rounds, 2 * rounds - 1);
+    long want = batch ? 2 * rounds : writes + waits;
+    CHECK(calls == want, "%ld put/wait pairs took %ld runtime calls, want %ld", rounds, calls,
+          want);
+  }
+  long bcalls = s2.calls - s1.calls, want = batch ? barriers : barriers * 2 * (ctx->world - 1);
+  CHECK(bcalls == want, "%ld barriers of %d ranks took %ld runtime calls, want %ld", barriers,
+        ctx->world, bcalls, want);
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "calls");
+}
+
+static void each_eager_call_is_one_batch_of_local_waits_and_remote_writes(void **s) {
+  ranks_run(2, calls_rank, NULL, 0);
+  ranks_run(5, calls_rank, NULL, 0);
 }
 
 /* ---- capture and replay ---- */
@@ -488,6 +543,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dissemination_barrier_orders_every_rank_at_6_ranks),
       cmocka_unit_test(a_barrier_that_enqueued_nothing_can_be_called_again),
       cmocka_unit_test(put_wait_interleave_with_barriers_on_one_channel),
+      cmocka_unit_test(each_eager_call_is_one_batch_of_local_waits_and_remote_writes),
       cmocka_unit_test(captured_barrier_and_signals_replay_correctly),
       cmocka_unit_test(barrier_with_a_dead_peer_fails_in_bounded_time_naming_it),
       cmocka_unit_test(barrier_with_two_dead_peers_of_four_names_both),

@@ -156,6 +156,7 @@ int mori_window_max_channels(const mori_window *w);
 typedef struct mori_symm_signal_stats {
   long remote_writes, local_writes, local_waits, remote_waits;
   long captured, watched, expired;
+  long calls; /* runtime calls that enqueued them (a batch is one) */
 } mori_symm_signal_stats;
 void mori_symm_signal_stats_get(mori_symm_signal_stats *out);
 

@@ -29,11 +29,11 @@ extern "C" {
 #define MORI_WIRE_REQUEST_MAX 512     /* no valid request is longer */
 /* The private signal area of a block holds this many slots, one per window
  * (group) on the block; a slot is MORI_WIRE_SIGNAL_REGIONS areas of
- * signal_pad_size bytes (barrier phases, signals, acknowledgements: see
- * core/src/signal.c).  A block holds torch's pad and then these, so
+ * signal_pad_size bytes (barrier phases; captured signals and their
+ * acknowledgements; eager signals and theirs: see core/src/signal.c).  A block holds torch's pad and then these, so
  * MORI_WIRE_SIGNAL_AREAS pads in all. */
 #define MORI_WIRE_SIGNAL_SLOTS 8
-#define MORI_WIRE_SIGNAL_REGIONS 3
+#define MORI_WIRE_SIGNAL_REGIONS 5
 #define MORI_WIRE_SIGNAL_AREAS (1 + MORI_WIRE_SIGNAL_SLOTS * MORI_WIRE_SIGNAL_REGIONS)
 
 enum {
