@@ -126,7 +126,7 @@ static const int call_errors[MORI_FI_CALL__COUNT][ERRORS_MAX] = {
     [MORI_FI_CALL_setsockopt] = {ENOMEM, ENOBUFS},
     [MORI_FI_CALL_poll] = {EINTR, ENOMEM},
     [MORI_FI_CALL_sendmsg] = {EAGAIN, EINTR, ENOBUFS, ENOMEM, ECONNREFUSED, EPIPE},
-    [MORI_FI_CALL_recvmsg] = {EAGAIN, EINTR, ENOMEM, ENOBUFS},
+    [MORI_FI_CALL_recvmsg] = {EAGAIN, EINTR, ENOMEM},
     [MORI_FI_CALL_openat] = {EINTR, EMFILE, ENFILE, ENOSPC, EACCES, ENOMEM},
     [MORI_FI_CALL_read] = {EINTR, EIO},
     [MORI_FI_CALL_write] = {EINTR, ENOSPC, EIO, EDQUOT},
@@ -199,10 +199,9 @@ int mori_fi_error_find(const char *name, size_t len, int *code) {
 
 /* ---- errno names ---- */
 
-/* X(name, transient): transient errors are retried by their callers
- * (ENOBUFS: a datagram socket's queue is full for now). */
+/* X(name, transient): transient errors are retried by every caller. */
 #define ERRNO_LIST(X)                                                                 \
-  X(EINTR, 1) X(EAGAIN, 1) X(ENOBUFS, 1) X(ENOMEM, 0) X(EMFILE, 0) X(ENFILE, 0)       \
+  X(EINTR, 1) X(EAGAIN, 1) X(ENOBUFS, 0) X(ENOMEM, 0) X(EMFILE, 0) X(ENFILE, 0)       \
   X(ENOSPC, 0) X(EDQUOT, 0) X(EIO, 0) X(EPIPE, 0) X(EACCES, 0) X(EADDRINUSE, 0)       \
   X(ECONNREFUSED, 0) X(ENOENT, 0) X(ENOLCK, 0) X(EBUSY, 0) X(EEXIST, 0) X(EINVAL, 0)  \
   X(EBADF, 0) X(EPERM, 0) X(EROFS, 0) X(ETIMEDOUT, 0) X(ESRCH, 0)
@@ -234,6 +233,17 @@ int mori_fi_errno_transient(int e) {
   for (size_t i = 0; i < COUNT(errnos); i++)
     if (errnos[i].value == e) return errnos[i].transient;
   return 0;
+}
+
+int mori_fi_call_retries(int call, int error) {
+  /* a datagram socket's full queue: the sender polls and sends again */
+  static const struct {
+    int call, error;
+  } retried[] = {{MORI_FI_CALL_sendmsg, ENOBUFS}};
+  if (!mori_fi_call_is_os(call)) return 0;
+  for (size_t i = 0; i < COUNT(retried); i++)
+    if (retried[i].call == call && retried[i].error == error) return 1;
+  return mori_fi_errno_transient(error);
 }
 
 const char *mori_fi_failure_name(int call, int code, char *buf, size_t n) {

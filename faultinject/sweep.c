@@ -86,7 +86,7 @@ typedef struct site {
  * failure of the sweep. */
 typedef struct tally {
   long runs, injected, absorbed, untold, answered;
-  long crashes, hangs, leaks, unnamed, late, peers, broken;
+  long crashes, hangs, leaks, unnamed, late, peers, broken, unretried;
   long by_class[CLASS__COUNT], injected_by_class[CLASS__COUNT];
   double peer_max_ms;
   long peer_max_calls;
@@ -310,7 +310,7 @@ static int names(const char *text, const char *call) {
 
 /* Each finding of one run: the tally's failure counters, by name. */
 typedef struct finding {
-  int crash, hang, leak, unnamed, late, peer, broken;
+  int crash, hang, leak, unnamed, late, peer, broken, unretried;
   char why[160];
 } finding;
 
@@ -351,11 +351,17 @@ static int answered(const rank_line *l) {
 }
 
 /* The faulted rank: an error that names the injected call, from the step
- * (API call) that made it. */
+ * (API call) that made it; and no error at all for a fault the core must
+ * retry (EINTR, EAGAIN; ENOBUFS from sendmsg) when it happens once. */
 static void judge_faulted(const site *s, const rank_line *l, tally *t, finding *f) {
   if (strcmp(l->status, "ok") == 0) {
     t->absorbed++;
     return;
+  }
+  if (s->mode == MODE_TRANSIENT && mori_fi_call_retries(s->call, s->error)) {
+    char code[32];
+    found(f, &f->unretried, "rank %d failed on a %s from %s, which it must retry", s->rank,
+          mori_fi_failure_name(s->call, s->error, code, sizeof code), mori_fi_call_name(s->call));
   }
   int call = mori_fi_call_find(l->fault, strlen(l->fault));
   if (call < 0 || !names(l->err, mori_fi_call_name(call)))
@@ -486,6 +492,7 @@ static void judge(const options *o, runner *r, int status, int timed_out, tally 
   t->late += f.late;
   t->peers += f.peer;
   t->broken += f.broken;
+  t->unretried += f.unretried;
   if (f.why[0]) show(o, t, s, f.why, r->out ? r->out : "");
   free(copy);
   free(lines);
@@ -567,9 +574,9 @@ static void spec_for(const site *s, char *spec, size_t n) {
 
 static void progress(const tally *t, long total, double t0) {
   printf("sweep: %ld/%ld runs, injected %ld, crashes %ld, hangs %ld, leaks %ld, unnamed %ld, "
-         "late %ld, peers %ld, broken %ld (%.1f s)\n",
+         "late %ld, peers %ld, broken %ld, unretried %ld (%.1f s)\n",
          t->runs, total, t->injected, t->crashes, t->hangs, t->leaks, t->unnamed, t->late,
-         t->peers, t->broken, now_s() - t0);
+         t->peers, t->broken, t->unretried, now_s() - t0);
   fflush(stdout);
 }
 
@@ -644,7 +651,7 @@ static int errors_for(int call, int mode, int *out) {
   const int *e;
   int n = mori_fi_call_errors(call, &e), k = 0;
   for (int i = 0; i < n; i++)
-    if (mode != MODE_PERSISTENT || mori_fi_call_is_hip(call) || !mori_fi_errno_transient(e[i]))
+    if (mode != MODE_PERSISTENT || !mori_fi_call_retries(call, e[i]))
       out[k++] = e[i];
   return k;
 }
@@ -800,9 +807,9 @@ static void summary(const options *o, const tally *t, long sites, double t0) {
       printf(" %s=%ld/%ld", class_names[c], t->injected_by_class[c], t->by_class[c]);
   printf(" (injected/runs), %ld call sites\n", sites);
   printf("sweep: scenario=%s ranks=%d runs=%ld injected=%ld crashes=%ld hangs=%ld leaks=%ld "
-         "unnamed=%ld late=%ld peers=%ld broken=%ld\n",
+         "unnamed=%ld late=%ld peers=%ld broken=%ld unretried=%ld\n",
          o->scenario->name, o->ranks, t->runs, t->injected, t->crashes, t->hangs, t->leaks,
-         t->unnamed, t->late, t->peers, t->broken);
+         t->unnamed, t->late, t->peers, t->broken, t->unretried);
 }
 
 int fi_cmd_sweep(int argc, char **argv) {
@@ -859,5 +866,8 @@ int fi_cmd_sweep(int argc, char **argv) {
   free(sites);
   if (rc != 0) return 2;
   summary(&o, &t, nsites, t0);
-  return t.crashes || t.hangs || t.leaks || t.unnamed || t.late || t.peers || t.broken ? 1 : 0;
+  return t.crashes || t.hangs || t.leaks || t.unnamed || t.late || t.peers || t.broken ||
+                 t.unretried
+             ? 1
+             : 0;
 }

@@ -47,6 +47,7 @@ if ! cmake -S "$src" -B "$build" -G Ninja -DMORI_WERROR=OFF >"$scratch/configure
   exit 2
 fi
 
+cp "$list" "$scratch/list.tsv" # the list may change while this runs
 killed=0 survived=0 stale=0 nobuild=0 n=0
 report=$scratch/report.tsv
 : >"$report"
@@ -83,7 +84,7 @@ while IFS=$'\t' read -r name file expr tests why; do
   touch "$src/$file" # the next build sees the file changed back
   printf '%-34s %-9s %s\n' "$name" "$result" "$by"
   printf '%s\t%s\t%s\t%s\n' "$name" "$result" "$by" "$why" >>"$report"
-done <"$list"
+done <"$scratch/list.tsv"
 cmake --build "$build" -j "$jobs" >/dev/null 2>&1
 
 counted=$((killed + survived))

@@ -102,7 +102,9 @@ static int publish(file_store *fs, const char *key, const char *name, const void
   const char *failed = NULL;
   if (write_all(fd, value, len) != 0) failed = "write";
   int err = errno;
-  if (mori_close(fd) != 0 && !failed) failed = "close", err = errno;
+  /* the fd is closed either way; EINTR only interrupted the flush of a
+   * file that rename is about to publish whole or not at all */
+  if (mori_close(fd) != 0 && errno != EINTR && !failed) failed = "close", err = errno;
   if (!failed && mori_renameat(fs->dir, tmp, fs->dir, name) != 0) failed = "rename", err = errno;
   if (!failed) return 0;
   mori__unlinkat(fs->dir, tmp, 0);

@@ -358,6 +358,12 @@ static void errno_names_round_trip(void **state) {
   }
   assert_true(mori_fi_errno_transient(EINTR) && mori_fi_errno_transient(EAGAIN));
   assert_false(mori_fi_errno_transient(EIO));
+  /* what the core must retry: the transient errnos of any OS call, and a
+   * datagram socket's full queue */
+  assert_true(mori_fi_call_retries(MORI_FI_CALL_openat, EINTR));
+  assert_true(mori_fi_call_retries(MORI_FI_CALL_sendmsg, ENOBUFS));
+  assert_false(mori_fi_call_retries(MORI_FI_CALL_setsockopt, ENOBUFS));
+  assert_false(mori_fi_call_retries(MORI_FI_CALL_hipMemMap, EINTR));
   char buf[32];
   assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_openat, EIO, buf, sizeof buf), "EIO");
   assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_hipMemMap, 2, buf, sizeof buf),

@@ -98,6 +98,16 @@ static void validate_world_names_rank_and_values_of_an_alloc_size_mismatch(void 
                       "rendezvous: rank 3 alloc_size 4194304 differs from rank 0's 2097152");
 }
 
+/* Peers are us on the fabric path too, where no socket's owner is checked:
+ * the requests are the only place another uid can show. */
+static void validate_world_refuses_a_fabric_peer_of_another_uid(void **state) {
+  mori_world_info info;
+  make_world(WORLD, FABRIC_TYPE);
+  reqs[2].uid = 1002;
+  assert_int_not_equal(mori_validate_world(reqs, WORLD, 0, &info), 0);
+  assert_error_mentions("rank 2's request says uid 1002", "same user");
+}
+
 static void validate_world_rejects_each_size_disagreement(void **state) {
   static const struct {
     const char *field;
@@ -421,6 +431,7 @@ int main(void) {
       cmocka_unit_test(validate_world_accepts_fabric_across_hosts_reusing_device_numbers),
       cmocka_unit_test(validate_world_reports_same_host_for_fabric_on_one_host),
       cmocka_unit_test(validate_world_names_rank_and_values_of_an_alloc_size_mismatch),
+      cmocka_unit_test(validate_world_refuses_a_fabric_peer_of_another_uid),
       cmocka_unit_test(validate_world_rejects_each_size_disagreement),
       cmocka_unit_test(validate_world_rejects_mixed_handle_types),
       cmocka_unit_test(validate_world_rejects_an_unknown_handle_type),

@@ -65,6 +65,9 @@ int mori_fi_errno_find(const char *name, size_t len, int *e);
 /* EINTR and EAGAIN: a caller retries them, so only a transient failure
  * with one of them is a fault (a persistent one is an endless retry). */
 int mori_fi_errno_transient(int e);
+/* 1 if the core must retry (or otherwise absorb) call failing with error:
+ * the transient errnos for every OS call, and ENOBUFS for sendmsg. */
+int mori_fi_call_retries(int call, int error);
 /* The name of a failure of call: "hipErrorOutOfMemory", "EIO", or the
  * number when the table has no name.  Into buf (32 bytes suffice). */
 const char *mori_fi_failure_name(int call, int code, char *buf, size_t n);
