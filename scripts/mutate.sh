@@ -36,8 +36,11 @@ if [ -z "$scratch" ]; then
   scratch=$(mktemp -d /tmp/mori-mutate-XXXXXX)
   trap 'rm -rf "$scratch"' EXIT
 fi
+# a fresh copy (files gone from the tree go from the copy too), its times
+# now, so that a kept build directory rebuilds whatever differs
+rm -rf "$scratch/src"
 mkdir -p "$scratch/src"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$scratch/src"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xmf - -C "$scratch/src"
 src=$scratch/src
 build=$scratch/build
 echo "mutate: scratch $src, list $list"
