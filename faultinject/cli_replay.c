@@ -111,12 +111,12 @@ int mori_fi_cli_replay(int argc, char **argv) {
     bad += one(&t, arch, comma ? comma + 1 : "");
     runs++;
   } else {
-    for (const char *const *a = mori_fi_sim_profiles; *a; a++) {
-      bad += one(&t, *a, "");
-      for (const char *const *q = mori_fi_sim_quirks; *q; q++) bad += one(&t, *a, *q);
-      bad += one(&t, *a, "all");
+    const char *a, *q;
+    for (int i = 0; (a = mori_sim_profile_name(i)) != NULL; i++) {
+      bad += one(&t, a, "");
+      for (int k = 0; (q = mori_sim_quirk_name(k)) != NULL; k++, runs++) bad += one(&t, a, q);
+      bad += one(&t, a, "all");
       runs += 2;
-      for (const char *const *q = mori_fi_sim_quirks; *q; q++) runs++;
       fflush(stdout);
     }
   }

@@ -16,11 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *const mori_fi_sim_profiles[] = {"gfx942", "gfx950", "gfx1250", "gfx1250-rocm7.1",
-                                            NULL};
-const char *const mori_fi_sim_quirks[] = {"retain-no-ref", "export-fd-lifetime", "unmap-multi",
-                                          "memset-fabric", "import-fd-lifetime", "concurrent-vmm", NULL};
-
 #define SIM_GRANULARITY ((size_t)2 << 20)
 
 /* ---- symbols bound to this process's values ---- */

@@ -42,6 +42,14 @@ static const struct {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+const char *mori_sim_profile_name(int i) {
+  return i >= 0 && (size_t)i < COUNT(profiles) ? profiles[i].arch : NULL;
+}
+
+const char *mori_sim_quirk_name(int i) {
+  return i >= 0 && (size_t)i < COUNT(quirks) ? quirks[i].name : NULL;
+}
+
 struct mori__sim_config mori__sim_config = {DEFAULT_PROFILE, 0, 8, 30000, 0};
 pthread_mutex_t mori__sim_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -29,8 +29,8 @@ static mori_fi_replay_result replay(const char *text, const char *arch, const ch
 }
 
 /* What the sim says about a setting it does not know: the list after
- * "valid:" must be exactly ours. */
-static void sim_lists_the_same_names(const char *var, const char *const *ours) {
+ * "valid:" must be exactly the names the replay walks. */
+static void sim_lists_the_same_names(const char *var, const char *(*name)(int)) {
   int p[2];
   assert_int_equal(pipe(p), 0);
   pid_t pid = fork();
@@ -54,22 +54,22 @@ static void sim_lists_the_same_names(const char *var, const char *const *ours) {
     size_t len = strcspn(q, " ,)");
     if (len == 0) break;
     int found = len == 3 && strncmp(q, "all", 3) == 0;
-    for (const char *const *o = ours; *o && !found; o++)
-      found = strlen(*o) == len && strncmp(*o, q, len) == 0;
+    for (int i = 0; name(i) != NULL && !found; i++)
+      found = strlen(name(i)) == len && strncmp(name(i), q, len) == 0;
     if (!found) fail_msg("the sim knows '%.*s', the replay's list does not", (int)len, q);
     listed++;
     q += len;
   }
-  for (const char *const *o = ours; *o; o++) known++;
+  while (name(known) != NULL) known++;
   assert_true(listed >= known); /* "all" may be listed on top */
 }
 
 static void profile_and_quirk_lists_agree_with_the_sim(void **s) {
   (void)s;
-  sim_lists_the_same_names("MORI_SIM_ARCH", mori_fi_sim_profiles);
-  sim_lists_the_same_names("MORI_SIM_QUIRKS", mori_fi_sim_quirks);
-  for (const char *const *a = mori_fi_sim_profiles; *a; a++)
-    assert_true(replay("", *a, "all").ok);
+  sim_lists_the_same_names("MORI_SIM_ARCH", mori_sim_profile_name);
+  sim_lists_the_same_names("MORI_SIM_QUIRKS", mori_sim_quirk_name);
+  const char *a;
+  for (int i = 0; (a = mori_sim_profile_name(i)) != NULL; i++) assert_true(replay("", a, "all").ok);
 }
 
 /* ---- a recorded run ---- */
@@ -112,13 +112,15 @@ static void recorded_core_run_replays_clean_under_every_profile_and_quirk(void *
     snprintf(path, sizeof path, "%s/t.%d", dir, r);
     char *text = slurp(path, &len);
     assert_non_null(text);
-    for (const char *const *a = mori_fi_sim_profiles; *a; a++) {
-      static const char *const sets[] = {"", "retain-no-ref", "export-fd-lifetime", "unmap-multi",
-                                         "memset-fabric", "import-fd-lifetime", "all"};
-      for (size_t q = 0; q < sizeof sets / sizeof sets[0]; q++) {
-        mori_fi_replay_result v = replay(text, *a, sets[q]);
+    const char *a;
+    for (int i = 0; (a = mori_sim_profile_name(i)) != NULL; i++) {
+      int nq = 0;
+      while (mori_sim_quirk_name(nq) != NULL) nq++;
+      for (int q = -1; q <= nq; q++) { /* no quirk, each alone, all of them */
+        const char *set = q < 0 ? "" : q < nq ? mori_sim_quirk_name(q) : "all";
+        mori_fi_replay_result v = replay(text, a, set);
         if (!v.ok || v.live_at_end != 0)
-          fail_msg("rank %d under %s quirks=%s: call %ld: %s (live %ld)", r, *a, sets[q],
+          fail_msg("rank %d under %s quirks=%s: call %ld: %s (live %ld)", r, a, set,
                    v.violation_at, v.message, v.live_at_end);
       }
     }
@@ -142,10 +144,11 @@ static void traces_recorded_on_h200_with_the_cuda_shim_replay_clean(void **s) {
       char *text = slurp(path, &len);
       if (text == NULL) fail_msg("cannot read %s", path);
       assert_non_null(strstr(text, " hipMemImportFromShareableHandle out=h"));
-      for (const char *const *a = mori_fi_sim_profiles; *a; a++) {
-        mori_fi_replay_result v = replay(text, *a, "all");
+      const char *a;
+      for (int k = 0; (a = mori_sim_profile_name(k)) != NULL; k++) {
+        mori_fi_replay_result v = replay(text, a, "all");
         if (!v.ok || v.live_at_end != 0)
-          fail_msg("%s under %s,all: call %ld: %s (live %ld)", path, *a, v.violation_at,
+          fail_msg("%s under %s,all: call %ld: %s (live %ld)", path, a, v.violation_at,
                    v.message, v.live_at_end);
       }
       free(text);

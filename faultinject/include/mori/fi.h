@@ -200,9 +200,8 @@ typedef struct mori_fi_replay_result {
 int mori_fi_replay(const mori_fi_trace *t, const char *arch, const char *quirks,
                    mori_fi_replay_result *res);
 
-/* Known sim profiles and quirks, for "every profile and quirk set". */
-extern const char *const mori_fi_sim_profiles[];
-extern const char *const mori_fi_sim_quirks[];
+/* "Every profile and quirk set" is the sim's own tables:
+ * mori_sim_profile_name() and mori_sim_quirk_name() in hip_shim.h. */
 
 /* `mori-symm replay TRACE [--profile ARCH[,QUIRK...]]` */
 int mori_fi_cli_replay(int argc, char **argv);

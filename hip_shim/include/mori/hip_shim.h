@@ -407,6 +407,12 @@ hipError_t mori_sim_end_capture(hipStream_t stream, mori_sim_graph **graph);
 hipError_t mori_sim_graph_launch(const mori_sim_graph *graph, hipStream_t stream);
 void mori_sim_graph_destroy(mori_sim_graph *graph);
 
+/* The sim's profiles (MORI_SIM_ARCH values) and quirks (MORI_SIM_QUIRKS
+ * names) by index, from the tables the sim reads them with; NULL past the
+ * last.  Whichever backend is active: `mori-symm replay` walks them. */
+const char *mori_sim_profile_name(int i);
+const char *mori_sim_quirk_name(int i);
+
 #ifdef __cplusplus
 }
 #endif
