@@ -95,6 +95,17 @@ static void watch_rank(const mori_launch_watch *w, int r, pid_t pid, long *last,
 static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
                      const mori_launch_watch *watch, mori_rank_result *results);
 
+/* A launch that could not start: every rank's result says why (nothing
+ * was forked).  Returns world, the count of failed ranks. */
+static int fail_all(mori_rank_result *results, int world, const char *why) {
+  memset(results, 0, (size_t)world * sizeof *results);
+  for (int r = 0; r < world; r++) {
+    results[r].exit_code = 127; /* a failure to whoever reads only the results */
+    snprintf(results[r].msg, sizeof results[r].msg, "rank %d: %s", r, why);
+  }
+  return world;
+}
+
 int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                         const mori_launch_watch *watch, mori_rank_result *results) {
   /* Under $TMPDIR if set, else on the shared-memory tmpfs where there is
@@ -104,9 +115,9 @@ int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
   char dir[96];
-  if (snprintf(dir, sizeof dir, "%s/mori-launch-XXXXXX", tmp) >= (int)sizeof dir ||
-      mkdtemp(dir) == NULL)
-    return world;
+  if (snprintf(dir, sizeof dir, "%s/mori-launch-XXXXXX", tmp) >= (int)sizeof dir)
+    return fail_all(results, world, "launcher: TMPDIR is too long");
+  if (mkdtemp(dir) == NULL) return fail_all(results, world, "launcher: mkdtemp failed");
   int failed = launch_in(dir, world, fn, arg, deadline_ms, watch, results);
   if (watch && watch->inspect) watch->inspect(dir, results, world, watch->ctx);
   remove_tree(dir);
@@ -134,7 +145,8 @@ static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int
   /* A store may outlive a launch (this one may be a rerun): every launch
    * hands its ranks an id of its own. */
   uint64_t id[2] = {0, 0};
-  if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id) return world;
+  if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id)
+    return fail_all(results, world, "launcher: getrandom failed");
   snprintf(incarnation, sizeof incarnation, "%016llx%016llx", (unsigned long long)id[0],
            (unsigned long long)id[1]);
   pid_t *pids = calloc((size_t)world, sizeof *pids);
@@ -143,7 +155,13 @@ static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int
   char *hung_pipe = calloc((size_t)world, 1);
   long *last = calloc((size_t)world, sizeof *last);
   double *moved = calloc((size_t)world, sizeof *moved);
-  int watching = watch && watch->progress && watch->stall_ms > 0 && last && moved;
+#define FREE_TABLES() \
+  (free(pids), free(pfd), free(got), free(hung_pipe), free(last), free(moved))
+  if (!pids || !pfd || !got || !hung_pipe || !last || !moved) {
+    FREE_TABLES();
+    return fail_all(results, world, "launcher: out of memory for its tables");
+  }
+  int watching = watch && watch->progress && watch->stall_ms > 0;
   memset(results, 0, (size_t)world * sizeof *results);
   fflush(NULL);
   double t0 = now_ms();
@@ -158,12 +176,7 @@ static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int
        * them would leak them (valgrind's children count).  run_child never
        * returns, so the caller's pointer to results dies at the call too:
        * it is kept reachable here. */
-      free(pids);
-      free(pfd);
-      free(got);
-      free(hung_pipe);
-      free(last);
-      free(moved);
+      FREE_TABLES();
       child_results = results;
       run_child(r, world, fn, arg, dir, incarnation, p[1], watch && watch->store_in_rank);
     }
@@ -219,11 +232,7 @@ static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int
     if (!results[r].hung && WIFSIGNALED(st)) results[r].signal = WTERMSIG(st);
     if (results[r].hung || results[r].signal || results[r].exit_code) failed++;
   }
-  free(pids);
-  free(pfd);
-  free(got);
-  free(hung_pipe);
-  free(last);
-  free(moved);
+  FREE_TABLES();
+#undef FREE_TABLES
   return failed;
 }
