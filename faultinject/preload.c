@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct fi_real fi__real;
@@ -168,6 +169,8 @@ static void reset_counters(void) {
   fi__p.pid = getpid();
   fi__p.rank = -1;
   memset(fi__p.calls, 0, sizeof fi__p.calls);
+  memset(fi__p.us, 0, sizeof fi__p.us);
+  memset(fi__p.us_max, 0, sizeof fi__p.us_max);
   fi__p.global = fi__p.injected = 0;
   fi__p.dgrams_sent = fi__p.dgrams_received = fi__p.dgram_forged = 0;
   fi__p.last_fault = -1;
@@ -189,8 +192,12 @@ static void write_counts(void) {
     if (f != NULL) {
       fprintf(f, "global %ld\ninjected %ld\ndatagrams_sent %ld\ndatagrams_received %ld\n",
               fi__p.global, fi__p.injected, fi__p.dgrams_sent, fi__p.dgrams_received);
+      /* function, calls, then the microseconds the forwarded ones took:
+       * in all and the longest (readers of the counts ignore the rest) */
       for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
-        if (fi__p.calls[c]) fprintf(f, "%s %ld\n", mori_fi_call_name(c), fi__p.calls[c]);
+        if (fi__p.calls[c])
+          fprintf(f, "%s %ld %.1f %.1f\n", mori_fi_call_name(c), fi__p.calls[c], fi__p.us[c],
+                  fi__p.us_max[c]);
       fclose(f);
     } else {
       fprintf(stderr, "MORI_FI: count=%s: cannot write %s: %s\n", base, path, strerror(errno));
@@ -249,7 +256,21 @@ typedef struct fi_call {
   long nth, index;
   hipError_t rc, pending;
   int injected;
+  double t0; /* when a forwarded call went on */
 } fi_call;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* The time a forwarded call took, for count=.  With fi__lock held. */
+static void fi_took(const fi_call *c) {
+  double us = now_us() - c->t0;
+  fi__p.us[c->call] += us;
+  if (us > fi__p.us_max[c->call]) fi__p.us_max[c->call] = us;
+}
 
 static void die(const fi_call *c, const mori_fi_rule *r) {
   char global[32] = "-";
@@ -302,6 +323,7 @@ static int fi_enter(int call, fi_call *c) {
     tl_pending = hipSuccess;
   }
   pthread_mutex_unlock(&fi__lock);
+  c->t0 = now_us();
   return c->injected;
 }
 
@@ -315,6 +337,7 @@ static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
   if (!c->injected && c->rc != hipSuccess && c->call != MORI_FI_CALL_hipGetLastError)
     tl_injected = 0; /* (hipGetLastError's result is an answer, not a failure) */
   pthread_mutex_lock(&fi__lock);
+  if (!c->injected) fi_took(c);
   if (mori_fi_call_releases(c->call)) /* every releasing call's first argument names it */
     note_release(c->call, (uintptr_t)*(void *const *)argv[0].p, c->rc != hipSuccess);
   fi__record_hip(c->call, c->index, argv, c->rc, c->injected);
@@ -350,6 +373,11 @@ MORI_FI_HIP_CALLS(FI_WRAP)
     fi_call c_;                                                                       \
     if (fi_enter(MORI_FI_CALL_##name, &c_) == 0) {                                   \
       ret r_ = next.name args;                                                        \
+      int e_ = errno;                                                                 \
+      pthread_mutex_lock(&fi__lock);                                                  \
+      fi_took(&c_);                                                                   \
+      pthread_mutex_unlock(&fi__lock);                                                \
+      errno = e_;                                                                     \
       if (r_ == MORI_SHIM_OS_FAILURE(ret)) tl_injected = 0; /* the shim's detail now */ \
       return r_;                                                                      \
     }                                                                                 \

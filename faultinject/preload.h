@@ -36,6 +36,8 @@ struct fi_process {
   int rank;                      /* -1 until MORI_RANK is read */
   mori_fi_schedule sched;
   long calls[MORI_FI_CALL__COUNT];
+  double us[MORI_FI_CALL__COUNT];     /* time in the forwarded calls (count=) */
+  double us_max[MORI_FI_CALL__COUNT]; /* and the longest of them */
   long global;                   /* runtime calls so far */
   long injected;
   long dgrams_sent, dgrams_received;

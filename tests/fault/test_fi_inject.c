@@ -149,8 +149,24 @@ static void count_and_record_write_one_file_per_rank(void **s) {
      * as many calls as the rank had made when it reported */
     long global = strtol(strstr(count, "global ") + 7, NULL, 10);
     assert_true(global >= calls && calls > 20);
-    assert_non_null(strstr(count, "hipMemImportFromShareableHandle 2\n"));
+    assert_non_null(strstr(count, "hipMemImportFromShareableHandle 2 "));
     assert_non_null(strstr(count, "datagrams_received 2\n"));
+    /* each function's line: calls, then the microseconds its forwarded
+     * calls took in all and the longest one */
+    double all_us = 0;
+    int timed = 0;
+    for (char *save = NULL, *l = strtok_r(count, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+      char name[64];
+      long n;
+      double total, longest;
+      int k = sscanf(l, "%63s %ld %lf %lf", name, &n, &total, &longest);
+      if (mori_fi_call_find(name, strlen(name)) < 0) continue;
+      assert_int_equal(k, 4);
+      assert_true(total >= longest && longest >= 0 && longest * (double)n >= total - 0.2);
+      all_us += total;
+      timed++;
+    }
+    assert_true(timed > 5 && all_us > 1.0);
     snprintf(path, sizeof path, "%s/t.%d", dir, r);
     char *text = slurp(path, &len), err[256];
     assert_non_null(text);
