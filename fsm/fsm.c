@@ -87,8 +87,8 @@
  *   SLOTS_MAPPED, with read-write access granted on every slot.
  *
  * TABLES_BUILT (window):
- *   SLOTS_ACCESSIBLE plus exactly two device tables (buffer pointers,
- *   signal pad pointers), the host tables filled.
+ *   SLOTS_ACCESSIBLE plus exactly one device table (the buffer pointers,
+ *   then the signal pad pointers), the host tables filled.
  *
  * MAPPED (window):
  *   TABLES_BUILT, and every rank has mapped (the store barrier): the window
@@ -110,7 +110,7 @@
 #define WINDOW_IMPORTED WINDOW_EXCHANGED, [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1)
 #define WINDOW_RESERVED WINDOW_IMPORTED, [MORI_RES_SPAN_RESERVATION] = EXACT(1)
 #define WINDOW_BACKED WINDOW_RESERVED, [MORI_RES_SLOT_MAPPING] = EXACT_WORLD(0)
-#define WINDOW_TABLES WINDOW_BACKED, [MORI_RES_DEVICE_TABLE] = EXACT(2)
+#define WINDOW_TABLES WINDOW_BACKED, [MORI_RES_DEVICE_TABLE] = EXACT(1)
 
 #define B MORI_FSM_BLOCK
 #define W MORI_FSM_WINDOW
@@ -265,9 +265,9 @@ static const char *const state_lines[MORI_WS__COUNT] = {
     [MORI_WS_SLOTS_ACCESSIBLE] = "window: 1 block reference, 0..world-1 received fds, "
         "world-1 imported handles, 1 span reservation, world slot mappings",
     [MORI_WS_TABLES_BUILT] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation, world slot mappings, 2 device tables",
+        "world-1 imported handles, 1 span reservation, world slot mappings, 1 device table",
     [MORI_WS_MAPPED] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation, world slot mappings, 2 device tables",
+        "world-1 imported handles, 1 span reservation, world slot mappings, 1 device table",
     [MORI_WS_RELEASED] = "empty ledger",
     [MORI_WS_FAILED] = "empty ledger",
 };

@@ -378,7 +378,6 @@ static void window_script(seed *s, int world, int rank, int fds) {
   fire(s, MORI_EV_MAP);
   fire(s, MORI_EV_GRANT);
   push(s, MORI_RES_DEVICE_TABLE, 4, 0);
-  push(s, MORI_RES_DEVICE_TABLE, 5, 0);
   fire(s, MORI_EV_BUILD_TABLES);
   fire(s, MORI_EV_BARRIER);
 }

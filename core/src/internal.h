@@ -192,8 +192,8 @@ struct mori_window {
   mori_fsm fsm;
   void *span;
   size_t stride;
-  void **buffer_ptrs, **pad_ptrs; /* host tables */
-  void *buffer_ptrs_dev, *pad_ptrs_dev;
+  void **buffer_ptrs, **pad_ptrs; /* host tables: one array of 2 * world, pad_ptrs its second half */
+  void *buffer_ptrs_dev, *pad_ptrs_dev; /* the same on the device: one allocation */
   int max_channels;
   int signal_slot;          /* this window's private signal slot on the block */
   struct mori__signals *signals; /* signal.c's state: barrier counts, failure */

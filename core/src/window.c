@@ -255,17 +255,13 @@ static int step_grant(void *p) {
   return 0;
 }
 
-static int device_table(mori_window *w, void **host, void **dev) {
-  size_t n = (size_t)w->world * sizeof(void *);
-  MORI_HIP("hipMalloc", mori_hipMalloc(dev, n));
-  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)*dev, n, 0));
-  MORI_HIP("hipMemcpy", mori_hipMemcpy(*dev, host, n, hipMemcpyHostToDevice));
-  return 0;
-}
-
 /* torch's contract: the own rank's entry is the tensor's own address
  * (buffer_ptrs[rank] + offset == data_ptr()); peers point into the span.
- * The own slot in the span stays mapped for flat-form kernels. */
+ * The own slot in the span stays mapped for flat-form kernels.  The two
+ * host tables are one array (buffer pointers, then pad pointers), and so
+ * are the device tables: one allocation, filled by one copy on the
+ * device's service stream and synchronized there, so that the rendezvous
+ * never waits for unrelated work queued on the legacy default stream. */
 static int step_build_tables(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;
@@ -274,8 +270,16 @@ static int step_build_tables(void *p) {
     w->buffer_ptrs[k] = base;
     w->pad_ptrs[k] = base + b->signal_pad_offset;
   }
-  MORI_GUARD(device_table(w, w->buffer_ptrs, &w->buffer_ptrs_dev));
-  MORI_GUARD(device_table(w, (void **)w->pad_ptrs, &w->pad_ptrs_dev));
+  size_t n = 2 * (size_t)w->world * sizeof(void *);
+  void *dev = NULL;
+  hipStream_t svc = NULL;
+  MORI_GUARD(mori__service_stream(b->device, &svc));
+  MORI_HIP("hipMalloc", mori_hipMalloc(&dev, n));
+  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)dev, n, 0));
+  MORI_HIP("hipMemcpyAsync", mori_hipMemcpyAsync(dev, w->buffer_ptrs, n, hipMemcpyHostToDevice, svc));
+  MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
+  w->buffer_ptrs_dev = dev;
+  w->pad_ptrs_dev = (void **)dev + w->world;
   /* the signal state, and the slot zeroed if an earlier window used it */
   return mori__signal_prepare(w);
 }
@@ -327,8 +331,7 @@ void mori__window_strip(mori_window *w) {
     w->block->signal_slots_used &= ~(1u << w->signal_slot);
   w->signal_slot = -1;
   mori_fsm_destroy(&w->fsm);
-  free(w->buffer_ptrs);
-  free(w->pad_ptrs);
+  free(w->buffer_ptrs); /* pad_ptrs is its second half */
   w->buffer_ptrs = NULL;
   w->pad_ptrs = NULL;
 }
@@ -349,8 +352,8 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   w->id = next_window_id++;
   w->signal_slot = -1;
   w->group = mori_strdup(group);
-  w->buffer_ptrs = mori_calloc((size_t)world, sizeof(void *));
-  w->pad_ptrs = mori_calloc((size_t)world, sizeof(void *));
+  w->buffer_ptrs = mori_calloc(2 * (size_t)world, sizeof(void *));
+  w->pad_ptrs = w->buffer_ptrs ? w->buffer_ptrs + world : NULL;
   size_t cells = b->signal_pad_size / 4;
   w->max_channels = (int)(cells / (size_t)world);
   mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world);

@@ -188,8 +188,7 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
         must_push(m, MORI_RES_IMPORTED_HANDLE, (uintptr_t)(0x1000 + p), 1 << 21, p);
     break;
   case MORI_EV_BUILD_TABLES:
-    must_push(m, MORI_RES_DEVICE_TABLE, 0xd0, 8 * (size_t)m->world_size, 0);
-    must_push(m, MORI_RES_DEVICE_TABLE, 0xd1, 8 * (size_t)m->world_size, 0);
+    must_push(m, MORI_RES_DEVICE_TABLE, 0xd0, 16 * (size_t)m->world_size, 0);
     break;
   default:
     break;
@@ -363,7 +362,7 @@ static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
     assert_int_equal(mori_fsm_count(&m, MORI_RES_CHANNEL), 0);
     recorder *r = new_recorder();
     assert_int_equal(mori_fsm_release(&m, record, r), 0);
-    assert_int_equal(r->n, 2 * (worlds[i] - 1) + 1 + worlds[i] + 2);
+    assert_int_equal(r->n, 2 * (worlds[i] - 1) + 1 + worlds[i] + 1);
     free(r);
     finish(&m);
   }
@@ -407,7 +406,7 @@ static void push_accepts_only_what_the_outgoing_transition_acquires(void **state
 static void push_grows_the_ledger_and_keeps_every_entry(void **state) {
   mori_fsm m;
   reach(&m, WINDOW, MORI_WS_MAPPED, 64);
-  assert_int_equal(m.len, 1 + 2 * 63 + 1 + 64 + 2);
+  assert_int_equal(m.len, 1 + 2 * 63 + 1 + 64 + 1);
   assert_true(m.cap >= m.len);
   assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value,
                    0x7e0000000000 + ((uintptr_t)63 << 21));
@@ -436,8 +435,8 @@ static void capacity_is_the_largest_ledger_a_state_allows(void **state) {
   for (size_t i = 0; i < 3; i++) {
     mori_fsm m;
     mori_fsm_init(&m, WINDOW, 0, worlds[i]);
-    /* MAPPED: block ref, fds and imports from every peer, span, slots, 2 tables */
-    size_t want = 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 2;
+    /* MAPPED: block ref, fds and imports from every peer, span, slots, 1 table */
+    size_t want = 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 1;
     assert_int_equal(mori_fsm_capacity(&m), want);
     finish(&m);
   }
@@ -566,9 +565,9 @@ static void drop_slot_3(mori_fsm *m) {
 static void drop_import_3(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1003), 0);
 }
-static void third_device_table(mori_fsm *m) {
+static void second_device_table(mori_fsm *m) {
   m->state = MORI_WS_SLOTS_ACCESSIBLE; /* the one state that may push tables */
-  must_push(m, MORI_RES_DEVICE_TABLE, 0xd2, 0, 0);
+  must_push(m, MORI_RES_DEVICE_TABLE, 0xd1, 0, 0);
   m->state = MORI_WS_MAPPED;
 }
 static void second_block_ref(mori_fsm *m) {
@@ -645,8 +644,8 @@ static const breakage breakages[] = {
     {"missing slot", WINDOW, MORI_WS_MAPPED, drop_slot_3, "MAPPED: 3 slot mappings, expected 4"},
     {"missing import", WINDOW, MORI_WS_MAPPED, drop_import_3,
      "MAPPED: 2 imported handles, expected 3"},
-    {"three tables", WINDOW, MORI_WS_MAPPED, third_device_table,
-     "MAPPED: 3 device tables, expected 2"},
+    {"two tables", WINDOW, MORI_WS_MAPPED, second_device_table,
+     "MAPPED: 2 device tables, expected 1"},
     {"two block refs", WINDOW, MORI_WS_MAPPED, second_block_ref,
      "MAPPED: 2 block references, expected 1"},
     {"aux >= world", WINDOW, MORI_WS_MAPPED, import_aux_outside_world,
@@ -806,11 +805,11 @@ static void window_release_frees_tables_then_slots_then_span_then_imports(void *
     if (got[i] != want[i])
       fail_msg("run %zu is %s, expected %s", i, mori_res_name(got[i]), mori_res_name(want[i]));
   /* slots highest rank first; imports, then fds, highest peer first */
-  for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[2 + i].aux, WORLD - 1 - i);
+  for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[1 + i].aux, WORLD - 1 - i);
   static const int peers[] = {3, 2, 0};
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(r->seen[2 + WORLD + 1 + i].aux, peers[i]);
-    assert_int_equal(r->seen[2 + WORLD + 4 + i].aux, peers[i]);
+    assert_int_equal(r->seen[1 + WORLD + 1 + i].aux, peers[i]);
+    assert_int_equal(r->seen[1 + WORLD + 4 + i].aux, peers[i]);
   }
   free(r);
   finish(&m);
@@ -1008,7 +1007,7 @@ static void invariant_lines_are_what_the_invariant_table_says(void **state) {
   assert_string_equal(mori_wstate_invariants(MORI_WS_MAPPED),
                       "window: 1 block reference, 0..world-1 received fds, "
                       "world-1 imported handles, 1 span reservation, world slot mappings, "
-                      "2 device tables");
+                      "1 device table");
   assert_string_equal(mori_wstate_invariants(MORI_WS_INIT), "empty ledger");
 }
 

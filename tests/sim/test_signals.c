@@ -536,6 +536,63 @@ static void alloc_then_free_waits_for_the_work_queued_on_its_block(void **s) {
   assert_int_equal(c.mappings + c.reservations + c.handles, 0);
 }
 
+/* The first rendezvous fills its device tables without waiting for other
+ * work: a blocking stream held behind a closed gate is still held when the
+ * rendezvous returns.  (A synchronous hipMemcpy of the tables, as before,
+ * drained every blocking stream on the legacy default stream's terms and
+ * sat behind the gate until the opener thread gave up on it.) */
+struct gate_opener {
+  uint32_t *gate;
+  int done; /* the rendezvous returned */
+};
+
+static void *open_gate_after_5_s(void *arg) {
+  struct gate_opener *o = arg;
+  for (int i = 0; i < 500 && !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE); i++) sleep_ms(10);
+  __atomic_store_n(o->gate, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int rendezvous_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  struct held h;
+  void *base = NULL;
+  mori_window *w = NULL;
+  pthread_t opener;
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  hold(&h);
+  struct gate_opener o = {h.gate, 0};
+  CHECK(pthread_create(&opener, NULL, open_gate_after_5_s, &o) == 0, "pthread_create");
+  int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  hipError_t held = mori_hipEventQuery(h.after);
+  __atomic_store_n(&o.done, 1, __ATOMIC_RELEASE);
+  pthread_join(opener, NULL);
+  CHECK(rc == 0, "rendezvous: %s", mori_last_error());
+  CHECK(held == hipErrorNotReady, "the rendezvous waited for a held stream (%s)",
+        mori_hipGetErrorName(held));
+  /* the tables it returned are filled, on the device as on the host */
+  void *dev[2 * 8];
+  CHECK(ctx->world <= 8, "world %d", ctx->world);
+  CHECK(mori_hipMemcpy(dev, mori_window_buffer_ptrs_dev(w), ctx->world * sizeof(void *),
+                       hipMemcpyDeviceToHost) == hipSuccess &&
+            mori_hipMemcpy(dev + ctx->world, mori_window_signal_pad_ptrs_dev(w),
+                           ctx->world * sizeof(void *), hipMemcpyDeviceToHost) == hipSuccess,
+        "reading the device tables: %s", mori_shim_message());
+  for (int k = 0; k < ctx->world; k++)
+    CHECK(dev[k] == mori_window_buffer_ptrs(w)[k] &&
+              dev[ctx->world + k] == mori_window_signal_pad_ptrs(w)[k],
+          "device table entry %d differs from the host's", k);
+  let_go(&h);
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "rendezvous");
+}
+
+static void alloc_then_rendezvous_waits_for_no_other_stream(void **s) {
+  assert_true(async_mode());
+  ranks_run(3, rendezvous_rank, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(barrier_orders_every_rank_at_2_ranks),
@@ -551,6 +608,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(put_signal_never_consumed_fails_after_its_timeout),
       cmocka_unit_test(late_peer_or_busy_stream_within_the_timeout_is_no_failure),
       cmocka_unit_test(alloc_waits_for_no_other_stream),
+      cmocka_unit_test(alloc_then_rendezvous_waits_for_no_other_stream),
       cmocka_unit_test(alloc_on_stream_zeroes_in_that_stream_s_order),
       cmocka_unit_test(alloc_then_free_waits_for_the_work_queued_on_its_block),
   };
