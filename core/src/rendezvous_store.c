@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ID_HEX 32 /* 128 bits */
 
@@ -265,6 +266,18 @@ int mori__channel_abort_check(void *ctx) {
   return check_abort(a->w, a->store, "fd datagrams");
 }
 
+double mori_store_backoff_us(double waited_us) {
+  double us = waited_us / 8;
+  return us < 20 ? 20 : us > 2000 ? 2000 : us;
+}
+
+static void nap_us(double us, double left_ms) {
+  if (us > left_ms * 1e3) us = left_ms * 1e3;
+  if (us <= 0) return;
+  struct timespec ts = {(time_t)(us / 1e6), (long)((us - (double)(time_t)(us / 1e6) * 1e6) * 1e3)};
+  nanosleep(&ts, NULL);
+}
+
 /* Gets what/<r> for every rank r != self.  Waits on one key at a time in
  * short slices, so that an abort key published by a failing peer ends the
  * wait early; on a timeout names every rank still missing.  A leader in
@@ -274,7 +287,7 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
                   int timeout_ms, hex_id *answering, int stop_on_abort) {
   char key[512], missing[256] = "";
   int remaining = w->world - 1;
-  double deadline = mori__now_us() + timeout_ms * 1e3;
+  double started = mori__now_us(), deadline = started + timeout_ms * 1e3;
   for (;;) {
     for (int r = 0; r < w->world && remaining > 0; r++) {
       if (r == w->rank || vals[r] != NULL) continue;
@@ -291,12 +304,8 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
     if (left_ms <= 0) break;
     if (answering && store->wait_change)
       MORI_GUARD(store->wait_change(store, left_ms < 10 ? (int)left_ms + 1 : 10));
-    else if (answering) { /* no change to wait for: nap on one key */
-      void *v = NULL;
-      size_t n = 0;
-      MORI_GUARD(mori__store_key(key, sizeof key, w, "abort", 0));
-      if (store->get(store, key, &v, &n, 1) == 0) free(v);
-    }
+    else if (answering) /* no change to wait for: pause, longer as the wait goes on */
+      nap_us(mori_store_backoff_us(mori__now_us() - started), left_ms);
   }
   for (int r = 0, n = 0; r < w->world; r++)
     if (r != w->rank && vals[r] == NULL) {

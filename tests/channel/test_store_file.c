@@ -237,6 +237,16 @@ static void concurrent_adds_from_forked_processes_sum_exactly(void **state) {
   free(text);
 }
 
+/* The pause of a poller: an eighth of the wait so far, 20 us to 2 ms. */
+static void backoff_is_an_eighth_of_the_wait_from_20_us_to_2_ms(void **state) {
+  (void)state;
+  assert_true(mori_store_backoff_us(0) == 20);
+  assert_true(mori_store_backoff_us(160) == 20);
+  assert_true(mori_store_backoff_us(1000) == 125);
+  assert_true(mori_store_backoff_us(16000) == 2000);
+  assert_true(mori_store_backoff_us(1e9) == 2000);
+}
+
 static void open_creates_missing_directories_0700(void **state) {
   fixture *f = *state;
   char nested[4096];
@@ -271,6 +281,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(concurrent_adds_from_forked_processes_sum_exactly, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(open_creates_missing_directories_0700, setup, teardown),
+      cmocka_unit_test(backoff_is_an_eighth_of_the_wait_from_20_us_to_2_ms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,6 +112,71 @@ static void run_expect(int world, mori_rank_fn fn, void *arg, int dead_rank) {
 }
 
 
+/* Over a store that cannot tell changes (torch's c10d::Store: no
+ * wait_change) and has no launcher incarnation (agreed in-band, the leader
+ * answering joins while it gathers), with one rank 30 ms late: the
+ * rendezvous completes, and no rank ever waits on a key that only it
+ * writes (the leader's pause used to be a 1 ms wait on its own abort key,
+ * which costs a late peer up to that much before it is seen). */
+typedef struct plain_store {
+  mori_store base;
+  mori_store *inner;
+  int rank;
+  long self_waits, gets;
+  char self_key[256];
+} plain_store;
+
+static int own_key(const plain_store *p, const char *key) {
+  const char *last = strrchr(key, '/');
+  char rank[16];
+  snprintf(rank, sizeof rank, "%d", p->rank);
+  return strncmp(key, "mori_symm/", 10) == 0 && last != NULL && strcmp(last + 1, rank) == 0;
+}
+
+static int ps_set(mori_store *s, const char *key, const void *value, size_t len) {
+  plain_store *p = (plain_store *)s;
+  return p->inner->set(p->inner, key, value, len);
+}
+
+static int ps_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
+  plain_store *p = (plain_store *)s;
+  p->gets++;
+  if (timeout_ms > 0 && own_key(p, key) && p->self_waits++ == 0)
+    snprintf(p->self_key, sizeof p->self_key, "%s (%d ms)", key, timeout_ms);
+  return p->inner->get(p->inner, key, value, len, timeout_ms);
+}
+
+static int ps_add(mori_store *s, const char *key, int64_t delta, int64_t *result) {
+  plain_store *p = (plain_store *)s;
+  return p->inner->add(p->inner, key, delta, result);
+}
+
+static void ps_destroy(mori_store *s) { (void)s; }
+
+static int plain_store_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  plain_store ps = {{ps_set, ps_get, ps_add, ps_destroy, NULL, NULL}, ctx->store, ctx->rank, 0, 0,
+                    ""};
+  void *base = NULL;
+  mori_window *w = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ctx->rank == ctx->world - 1) usleep(30000);
+  CHECK(mori_symm_rendezvous(base, "plain", ctx->rank, ctx->world, &ps.base, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(ps.self_waits == 0, "rank %d waited %ld times on its own keys, first %s", ctx->rank,
+        ps.self_waits, ps.self_key);
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "plain store");
+}
+
+static void rendezvous_over_a_store_without_change_waits(void **s) {
+  (void)s;
+  run_expect(4, plain_store_rank, NULL, -1);
+}
+
 static void lifecycle_at_2_ranks(void **s) { (void)s; run_expect(2, lifecycle_rank, NULL, -1); }
 static void lifecycle_at_3_ranks(void **s) { (void)s; run_expect(3, lifecycle_rank, NULL, -1); }
 static void lifecycle_at_4_ranks(void **s) { (void)s; run_expect(4, lifecycle_rank, NULL, -1); }
@@ -564,6 +629,7 @@ int main(void) {
       cmocka_unit_test(lifecycle_at_8_ranks),
       cmocka_unit_test(lifecycle_at_16_ranks),
       cmocka_unit_test(repeated_rendezvous_is_a_cache_hit),
+      cmocka_unit_test(rendezvous_over_a_store_without_change_waits),
       cmocka_unit_test(two_groups_on_one_block),
       cmocka_unit_test(alloc_exports_nothing_until_the_first_rendezvous_of_its_block),
       cmocka_unit_test(two_groups_of_one_block_signal_on_one_channel_at_once),

@@ -106,8 +106,9 @@ int store_set(mori_store* s, const char* key, const void* value, size_t len) {
 // ("waitForInput ... timed out") each time, which the core's short slices
 // would turn into thousands of lines, and a FileStore's wait() sleeps in
 // 10 ms steps.  The pause between checks grows with how long the key has
-// been awaited (an eighth of it, from 20 us up to 2 ms), so a key that
-// comes soon is seen soon and a long wait costs the store few requests.
+// been awaited (mori_store_backoff_us: an eighth of it, from 20 us up to
+// 2 ms), so a key that comes soon is seen soon and a long wait costs the
+// store few requests.
 bool await_key(TorchStore* t, const std::string& key, int timeout_ms) {
   using clock = std::chrono::steady_clock;
   c10d::Store& store = *t->store;
@@ -122,8 +123,9 @@ bool await_key(TorchStore* t, const std::string& key, int timeout_ms) {
   clock::time_point since = t->awaited.emplace(key, now).first->second;
   for (;;) {
     if (now >= deadline) return false;
-    auto pause = std::clamp<clock::duration>((now - since) / 8, std::chrono::microseconds(20),
-                                             std::chrono::milliseconds(2));
+    double waited_us = std::chrono::duration<double, std::micro>(now - since).count();
+    auto pause = std::chrono::duration_cast<clock::duration>(
+        std::chrono::duration<double, std::micro>(mori_store_backoff_us(waited_us)));
     std::this_thread::sleep_for(std::min<clock::duration>(pause, deadline - now));
     if (store.check(keys)) {
       t->awaited.erase(key);

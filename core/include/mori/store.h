@@ -52,6 +52,14 @@ struct mori_store {
  * MORI_STORE_VALUE_MAX bytes. */
 int mori_file_store_open(const char *dir, mori_store **out);
 
+/* How long a poller that has waited waited_us for something in a store
+ * pauses before it looks again: an eighth of the wait so far, from 20 us
+ * to 2 ms.  What comes soon is seen soon (a peer 1 ms late is seen within
+ * about 0.15 ms), and a long wait costs the store few requests.  The
+ * rendezvous's waits on a store without wait_change and the torch
+ * adapter's polling of c10d::Store share it. */
+double mori_store_backoff_us(double waited_us);
+
 #ifdef __cplusplus
 }
 #endif
