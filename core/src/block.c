@@ -179,11 +179,14 @@ int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream)
   return 0;
 }
 
-/* Zeroes the block without synchronous device-wide work: the signal pads
- * on the device's private stream, waited for (peers signal into them from
- * the first rendezvous on); the buffer on `stream` in stream order (torch's
- * current stream: later work on it sees zeros), or with the pads when the
- * caller wants the memory zero on return (stream_order 0). */
+/* Zeroes the block without synchronous device-wide work: the buffer on
+ * `stream` in stream order (torch's current stream: later work on it sees
+ * zeros) and the signal pads on the device's private stream, not waited
+ * for: nothing can signal into them before the block's first rendezvous,
+ * whose BUILD_TABLES synchronizes that stream before the "mapped" barrier
+ * lets any peer in, and a teardown synchronizes the device first.  With
+ * stream_order 0 the caller wants the memory zero on return: all of it on
+ * the private stream, waited for. */
 static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
   hipStream_t svc = NULL;
   size_t pads = b->alloc_size - b->signal_pad_offset;
@@ -191,9 +194,9 @@ static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
   if (stream_order) {
     MORI_GUARD(mori__block_zero(b, b->base, b->signal_pad_offset, stream));
     if (pads > 0) MORI_GUARD(mori__block_zero(b, (char *)b->base + b->signal_pad_offset, pads, svc));
-  } else {
-    MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, svc));
+    return 0;
   }
+  MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, svc));
   MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
   return 0;
 }

@@ -261,7 +261,10 @@ static int step_grant(void *p) {
  * host tables are one array (buffer pointers, then pad pointers), and so
  * are the device tables: one allocation, filled by one copy on the
  * device's service stream and synchronized there, so that the rendezvous
- * never waits for unrelated work queued on the legacy default stream. */
+ * never waits for unrelated work queued on the legacy default stream.
+ * That synchronize also completes the zeroing of the block's signal pads,
+ * which an allocation on a stream left on the service stream: no peer
+ * signals into them before the "mapped" barrier that follows. */
 static int step_build_tables(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;

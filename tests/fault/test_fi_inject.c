@@ -105,6 +105,49 @@ static void get_last_error_reports_the_injected_error_once(void **s) {
                                   "bad=1 replaced=1");
 }
 
+/* An allocation on a stream leaves every wait to the stream: no call of
+ * it blocks the host on device work (torch issue 181086: the allocation
+ * path does no synchronous device-wide work; the pads' zeroing is waited
+ * for by the block's first rendezvous instead). */
+static int alloc_sync_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  static const int waits[] = {MORI_FI_CALL_hipStreamSynchronize, MORI_FI_CALL_hipDeviceSynchronize,
+                              MORI_FI_CALL_hipEventSynchronize, MORI_FI_CALL_hipMemcpy,
+                              MORI_FI_CALL_hipMemset};
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  void *warm = NULL, *p = NULL;
+  hipStream_t stream = NULL;
+  mori_fi_counts before, after;
+  mori_window *w = NULL;
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_symm_alloc(MiB, ctx->rank, &warm); /* the probe and the private stream */
+  if (rc == 0) rc = mori_hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess ? 0 : -1;
+  if (rc == 0) rc = mori_fi_counts_get(&before);
+  if (rc == 0) rc = mori_symm_alloc_on_stream(MiB, ctx->rank, stream, &p);
+  if (rc == 0) rc = mori_fi_counts_get(&after);
+  long n = 0;
+  for (size_t i = 0; rc == 0 && i < sizeof waits / sizeof waits[0]; i++)
+    n += after.calls[waits[i]] - before.calls[waits[i]];
+  /* and the pads are zero by the time peers can signal */
+  if (rc == 0) rc = mori_symm_rendezvous(p, "g", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  if (rc == 0) rc = mori_window_barrier(w, 0, stream, 0);
+  if (rc == 0) rc = mori_hipStreamSynchronize(stream) == hipSuccess ? 0 : -1;
+  if (rc == 0) rc = mori_symm_free(p);
+  if (rc == 0) rc = mori_symm_free(warm);
+  if (stream) (void)mori_hipStreamDestroy(stream);
+  char extra[64];
+  snprintf(extra, sizeof extra, "waits=%ld", n);
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+static void alloc_on_a_stream_blocks_the_host_on_nothing(void **s) {
+  (void)s;
+  mori_rank_result res[2];
+  fh_run("", 2, alloc_sync_rank, NULL, res, -1);
+  fh_assert_clean("", res, 2, -1);
+  for (int r = 0; r < 2; r++)
+    if (strstr(res[r].msg, " waits=0 ") == NULL) fail_msg("rank %d: %s", r, res[r].msg);
+}
+
 /* ---- count= and record= ---- */
 
 static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
@@ -355,6 +398,7 @@ int main(void) {
       cmocka_unit_test(global_index_counts_every_runtime_call),
       cmocka_unit_test(rank_rule_fails_only_that_rank),
       cmocka_unit_test(get_last_error_reports_the_injected_error_once),
+      cmocka_unit_test(alloc_on_a_stream_blocks_the_host_on_nothing),
       cmocka_unit_test(count_and_record_write_one_file_per_rank),
       cmocka_unit_test(os_calls_fail_the_way_libc_does),
       cmocka_unit_test(a_release_that_fails_once_is_retried_and_reported),
