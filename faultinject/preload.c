@@ -171,6 +171,7 @@ static void reset_counters(void) {
   memset(fi__p.calls, 0, sizeof fi__p.calls);
   memset(fi__p.us, 0, sizeof fi__p.us);
   memset(fi__p.us_max, 0, sizeof fi__p.us_max);
+  memset(fi__p.nth_max, 0, sizeof fi__p.nth_max);
   fi__p.global = fi__p.injected = 0;
   fi__p.dgrams_sent = fi__p.dgrams_received = fi__p.dgram_forged = 0;
   fi__p.last_fault = -1;
@@ -193,11 +194,13 @@ static void write_counts(void) {
       fprintf(f, "global %ld\ninjected %ld\ndatagrams_sent %ld\ndatagrams_received %ld\n",
               fi__p.global, fi__p.injected, fi__p.dgrams_sent, fi__p.dgrams_received);
       /* function, calls, then the microseconds the forwarded ones took:
-       * in all and the longest (readers of the counts ignore the rest) */
+       * in all and the longest, and which call of the function that was
+       * (FUNCTION#N, as a rule and a record= trace number it); readers of
+       * the counts ignore the rest */
       for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
         if (fi__p.calls[c])
-          fprintf(f, "%s %ld %.1f %.1f\n", mori_fi_call_name(c), fi__p.calls[c], fi__p.us[c],
-                  fi__p.us_max[c]);
+          fprintf(f, "%s %ld %.1f %.1f #%ld\n", mori_fi_call_name(c), fi__p.calls[c], fi__p.us[c],
+                  fi__p.us_max[c], fi__p.nth_max[c]);
       fclose(f);
     } else {
       fprintf(stderr, "MORI_FI: count=%s: cannot write %s: %s\n", base, path, strerror(errno));
@@ -269,7 +272,10 @@ static double now_us(void) {
 static void fi_took(const fi_call *c) {
   double us = now_us() - c->t0;
   fi__p.us[c->call] += us;
-  if (us > fi__p.us_max[c->call]) fi__p.us_max[c->call] = us;
+  if (us > fi__p.us_max[c->call]) {
+    fi__p.us_max[c->call] = us;
+    fi__p.nth_max[c->call] = c->nth;
+  }
 }
 
 static void die(const fi_call *c, const mori_fi_rule *r) {

@@ -38,6 +38,7 @@ struct fi_process {
   long calls[MORI_FI_CALL__COUNT];
   double us[MORI_FI_CALL__COUNT];     /* time in the forwarded calls (count=) */
   double us_max[MORI_FI_CALL__COUNT]; /* and the longest of them */
+  long nth_max[MORI_FI_CALL__COUNT];  /* which call of the function that was */
   long global;                   /* runtime calls so far */
   long injected;
   long dgrams_sent, dgrams_received;

@@ -202,10 +202,12 @@ static void count_and_record_write_one_file_per_rank(void **s) {
       char name[64];
       long n;
       double total, longest;
-      int k = sscanf(l, "%63s %ld %lf %lf", name, &n, &total, &longest);
+      long nth;
+      int k = sscanf(l, "%63s %ld %lf %lf #%ld", name, &n, &total, &longest, &nth);
       if (mori_fi_call_find(name, strlen(name)) < 0) continue;
-      assert_int_equal(k, 4);
+      assert_int_equal(k, 5);
       assert_true(total >= longest && longest >= 0 && longest * (double)n >= total - 0.2);
+      assert_true(nth >= 1 && nth <= n);
       all_us += total;
       timed++;
     }
