@@ -195,7 +195,7 @@ static void write_counts(void) {
               fi__p.global, fi__p.injected, fi__p.dgrams_sent, fi__p.dgrams_received);
       /* function, calls, then the microseconds the forwarded ones took:
        * in all and the longest, and which call of the function that was
-       * (FUNCTION#N, as a rule and a record= trace number it); readers of
+       * (as a FUNCTION#N= rule numbers it); readers of
        * the counts ignore the rest */
       for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
         if (fi__p.calls[c])
