@@ -274,7 +274,8 @@ double mori_store_backoff_us(double waited_us) {
 static void nap_us(double us, double left_ms) {
   if (us > left_ms * 1e3) us = left_ms * 1e3;
   if (us <= 0) return;
-  struct timespec ts = {(time_t)(us / 1e6), (long)((us - (double)(time_t)(us / 1e6) * 1e6) * 1e3)};
+  long long ns = (long long)(us * 1e3);
+  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
   nanosleep(&ts, NULL);
 }
 
