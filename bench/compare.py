@@ -201,7 +201,7 @@ def table(summary: dict, meta: dict) -> str:
         f"Measured {meta.get('date', '?')} on {meta.get('host', '?')}: {meta.get('world', '?')} "
         f"ranks, {meta.get('device', '?')}; torch {meta.get('torch', '?')}, "
         f"triton {meta.get('triton', '?')}; {meta.get('rounds', '?')} launches per backend, "
-        f"interleaved; min / median over launches.",
+        f"interleaved, store served by {meta.get('store', '?')}; min / median over launches.",
         "",
         "| metric | unit | built-in min | built-in median | MORI min | MORI median "
         "| MORI / built-in | target | |",
@@ -283,6 +283,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def host_store(port: int, world: int, timeout_s: float):
+    """The launch's TCPStore, hosted by this driver as torchrun's agent
+    hosts it: every rank is a client (TORCHELASTIC_USE_AGENT_STORE), so no
+    rank serves the store from inside the process being timed.  Lives until
+    the launch ends (the returned object is dropped)."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    return TCPStore("127.0.0.1", port, world, True, datetime.timedelta(seconds=timeout_s),
+                    wait_for_workers=False)
+
+
+def fake_store(port: int, _world: int, _timeout_s: float):
+    """The selftest's stand-in for host_store: a listening socket the
+    stand-in ranks connect to."""
+    return socket.create_server(("127.0.0.1", port))
+
+
 def read_events(path: str) -> list[dict]:
     events = []
     try:
@@ -326,9 +345,18 @@ def launch(args, backend: str, groups: list[str], tag: str, log) -> dict:
         os.unlink(result)
     port = free_port()
     procs, logs = [], []
+    # --store agent: this driver serves the store, every rank is its client
+    # (as under torchrun); rank0: rank 0 serves it (a plain env:// launch).
+    store = args.store_host(port, args.world, args.startup_timeout) \
+        if args.store == "agent" else None
+    agent = {"TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0"} \
+        if store is not None else {}
     for rank in range(args.world):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.world),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1",
+                   **agent)
+        if store is None:
+            env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
         cmd = args.rank_cmd + ["--rank-main", "--backend", backend, "--groups", ",".join(groups),
                                "--events", result, "--world", str(args.world),
                                "--iters", str(args.iters),
@@ -360,6 +388,9 @@ def launch(args, backend: str, groups: list[str], tag: str, log) -> dict:
         elif now - last > limit:
             ended, how = "hang", f"no progress for {now - last:.0f} s"
     kill_launch(procs)  # the ranks still waiting on a dead peer, and their children
+    if hasattr(store, "close"):
+        store.close()
+    del store  # a TCPStore's server stops with its last reference
     events = read_events(result)
     started = [e["group"] for e in events if e.get("event") == "start"]
     done = {e["group"] for e in events if e.get("event") == "done"}
@@ -591,10 +622,16 @@ class Rank:
         m = {"torch": torch.__version__, "cuda": torch.version.cuda, "hip": torch.version.hip,
              "triton": triton_version, "device": torch.cuda.get_device_name(self.device),
              "gpus": torch.cuda.device_count(), "nccl_rows": self.nccl,
-             "backend_active": self.symm_mem.get_backend(self.device)}
+             "backend_active": self.symm_mem.get_backend(self.device),
+             "store": store_kind()}
         if self.mori is not None:
             m["mori_shim"] = self.mori.shim_backend()
         return m
+
+
+def store_kind() -> str:
+    """Who serves this launch's store: "agent" (the driver) or "rank0"."""
+    return "agent" if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else "rank0"
 
 
 def g_fresh(R: Rank, _size):
@@ -821,11 +858,18 @@ def fake_rank_main(args) -> None:
         faults[(b, r, g)] = kind
     if faults.get((args.backend, rnd, "*")) == "startup":
         sys.exit(5)
+    store = store_kind()
+    if store == "agent":  # as torch's client would: the driver must be listening
+        try:
+            socket.create_connection(("127.0.0.1", int(os.environ["MASTER_PORT"])), 5).close()
+            store += ":connected"
+        except OSError as e:
+            store += f":{e}"
     if rank == 0:  # a child of a rank, which the launcher must end too
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         with open(os.path.join(os.path.dirname(args.events), "children"), "a") as f:
             f.write(f"{child.pid}\n")
-        emit(event="meta", backend_active=args.backend, device="fake")
+        emit(event="meta", backend_active=args.backend, device="fake", store=store)
     scale = 1.0 if args.backend == BUILTIN else 0.5
     for group in args.groups.split(","):
         emit(event="start", group=group, t=time.time())
@@ -902,7 +946,8 @@ def selftest() -> int:
         ns = argparse.Namespace(
             out=out, world=2, rounds=2, backends=[BUILTIN, MORI], iters=1, reduced=True,
             rank_cmd=[sys.executable, os.path.abspath(__file__), "--fake"], attempts=3,
-            budget_s=300.0, startup_timeout=60.0, group_timeout=5.0, poll_s=0.05)
+            budget_s=300.0, startup_timeout=60.0, group_timeout=5.0, poll_s=0.05,
+            store="agent", store_host=fake_store)
         groups = plan_groups([256 << 10], [], None)
         os.environ["COMPARE_FAKE"] = (f"{BUILTIN}:1:barrier:crash,{MORI}:0:put_wait:hang,"
                                       f"{MORI}:1:cached:raise")
@@ -910,6 +955,9 @@ def selftest() -> int:
         r = drive(ns, groups, log=lambda m: print("   ", m, flush=True))
         wall = time.monotonic() - t0
         del os.environ["COMPARE_FAKE"]
+        expect(r["meta"].get("store") == "agent:connected",
+               "the ranks are clients of the driver's store (TORCHELASTIC_USE_AGENT_STORE), "
+               f"got {r['meta'].get('store')}")
         order = [(la["tag"].split("-")[0], la["backend"]) for la in r["launches"]]
         expect([b for _, b in order][:2] == [BUILTIN, MORI] and order[0][0] == "r0",
                "launches interleave: built-in, then MORI, round by round")
@@ -1011,6 +1059,9 @@ def main() -> int:
     p.add_argument("--group-timeout", type=float, default=150.0,
                    help="seconds without progress after which a launch counts as hung")
     p.add_argument("--attempts", type=int, default=3, help="launches per round and backend")
+    p.add_argument("--store", choices=["agent", "rank0"], default="agent",
+                   help="who serves each launch's TCPStore: this driver, every rank a client, "
+                        "as torchrun's agent does (default); or rank 0 (a plain env:// launch)")
     p.add_argument("--selftest", action="store_true", help="check this script without torch")
     # internal: one rank of a launch (real or the selftest's stand-in)
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
@@ -1053,6 +1104,7 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     args.backends = [BUILTIN, MORI]
     args.rank_cmd = [sys.executable, os.path.abspath(__file__)]
+    args.store_host = host_store
     args.poll_s = 0.2
     logf = open(os.path.join(args.out, "compare.log"), "a")
 
