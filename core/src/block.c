@@ -181,10 +181,11 @@ int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream)
 
 /* Zeroes the block without synchronous device-wide work: the buffer on
  * `stream` in stream order (torch's current stream: later work on it sees
- * zeros) and the signal pads on the device's private stream, not waited
- * for: nothing can signal into them before the block's first rendezvous,
- * whose BUILD_TABLES synchronizes that stream before the "mapped" barrier
- * lets any peer in, and a teardown synchronizes the device first.  With
+ * zeros) and the signal pads on the device's private stream, neither
+ * waited for: no peer reaches the block before its first rendezvous, whose
+ * BUILD_TABLES waits for both (the pads with that stream's synchronize,
+ * the buffer by the event recorded here) before the "mapped" barrier lets
+ * any peer in, and a teardown synchronizes the device first.  With
  * stream_order 0 the caller wants the memory zero on return: all of it on
  * the private stream, waited for. */
 static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
@@ -194,6 +195,13 @@ static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
   if (stream_order) {
     MORI_GUARD(mori__block_zero(b, b->base, b->signal_pad_offset, stream));
     if (pads > 0) MORI_GUARD(mori__block_zero(b, (char *)b->base + b->signal_pad_offset, pads, svc));
+    MORI_HIP("hipEventCreateWithFlags",
+             mori_hipEventCreateWithFlags(&b->zeroed, hipEventDisableTiming));
+    hipError_t e = mori_hipEventRecord(b->zeroed, stream);
+    if (e != hipSuccess) {
+      mori__block_drop_zeroed(b);
+      return mori__hip_error("hipEventRecord", e);
+    }
     return 0;
   }
   MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, svc));
@@ -314,6 +322,24 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
   return rc;
 }
 
+int mori__block_wait_zeroed(mori_block *b) {
+  if (b->zeroed == NULL) return 0;
+  MORI_HIP("hipEventSynchronize", mori_hipEventSynchronize(b->zeroed));
+  mori__block_drop_zeroed(b);
+  return 0;
+}
+
+/* An event whose destroy fails holds nothing a later call needs: said,
+ * not fatal. */
+void mori__block_drop_zeroed(mori_block *b) {
+  if (b->zeroed == NULL) return;
+  hipError_t e = mori_hipEventDestroy(b->zeroed);
+  b->zeroed = NULL;
+  if (e != hipSuccess)
+    MORI_LOG_DEVICE(MORI_LOG_WARN, b->device, "hipEventDestroy of block %p's zeroing event: %s",
+                    b->base, mori_hipGetErrorName(e));
+}
+
 int mori__block_export(mori_block *b) {
   if (b->fsm.state == MORI_WS_EXPORTED) return 0;
   struct alloc_ctx c = {.b = b};
@@ -346,7 +372,10 @@ static int alloc(size_t size, int device, hipStream_t stream, int stream_order, 
   }
   if (rc != 0) {
     /* The driver rolled back a failed step; a block that was whole but
-     * found no room in the table is rolled back here. */
+     * found no room in the table is rolled back here, after its zeroing
+     * (no unmap under a pending memset). */
+    if (b->zeroed != NULL) (void)mori_hipEventSynchronize(b->zeroed);
+    mori__block_drop_zeroed(b);
     if (b->fsm.state != MORI_WS_FAILED) (void)mori__unwind(&b->fsm, 1);
     mori_fsm_destroy(&b->fsm);
     free(b);

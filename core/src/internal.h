@@ -129,6 +129,11 @@ typedef struct mori_block {
   hipMemGenericAllocationHandle_t handle;
   int exported_fd;          /* POSIX fd path; -1 otherwise */
   hipMemFabricHandle_t fabric;
+  /* An allocation on a stream: recorded on the caller's stream after the
+   * buffer's zeroing, waited for by the block's first rendezvous (no
+   * peer's write may land before the zeroing does), destroyed then or by
+   * the teardown.  NULL otherwise. */
+  hipEvent_t zeroed;
   mori_fsm fsm;
   struct mori_window *windows; /* list of windows on this block */
   uint32_t signal_slots_used;   /* bit s: private signal slot s taken by a window */
@@ -153,6 +158,13 @@ typedef struct mori_block {
  * first rendezvous; the block stays ALLOCATED if that fails.  Only by the
  * thread that holds the block's rendezvous (block->opening). */
 int mori__block_export(mori_block *b);
+/* Waits for the buffer's zeroing that an allocation on a stream left on
+ * the caller's stream (nothing to wait for otherwise), then drops its
+ * event.  Only by the thread that holds the block's rendezvous, before the
+ * "mapped" barrier lets a peer in; the teardown drops an event never
+ * waited for (mori__block_drop_zeroed). */
+int mori__block_wait_zeroed(mori_block *b);
+void mori__block_drop_zeroed(mori_block *b);
 /* Why the device's handle type is what it is (the probe's findings). */
 const char *mori__probe_why(int device);
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */

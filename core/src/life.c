@@ -197,6 +197,7 @@ int mori__block_teardown(mori_block *b) {
     }
   }
   double t2 = mori__now_us();
+  mori__block_drop_zeroed(b); /* a block no rendezvous waited for */
   int rc = mori__unwind(&b->fsm, 0);
   if (rc != 0 && first == 0) first = rc;
   else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */

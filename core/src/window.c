@@ -263,8 +263,10 @@ static int step_grant(void *p) {
  * device's service stream and synchronized there, so that the rendezvous
  * never waits for unrelated work queued on the legacy default stream.
  * That synchronize also completes the zeroing of the block's signal pads,
- * which an allocation on a stream left on the service stream: no peer
- * signals into them before the "mapped" barrier that follows. */
+ * which an allocation on a stream left on the service stream, and the
+ * buffer's zeroing it left on the caller's stream is waited for by its
+ * event: no peer signals or writes into the block before the "mapped"
+ * barrier that follows, so none is overwritten by a late zeroing. */
 static int step_build_tables(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;
@@ -281,6 +283,7 @@ static int step_build_tables(void *p) {
   MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)dev, n, 0));
   MORI_HIP("hipMemcpyAsync", mori_hipMemcpyAsync(dev, w->buffer_ptrs, n, hipMemcpyHostToDevice, svc));
   MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
+  MORI_GUARD(mori__block_wait_zeroed(w->block));
   w->buffer_ptrs_dev = dev;
   w->pad_ptrs_dev = (void **)dev + w->world;
   /* the signal state, and the slot zeroed if an earlier window used it */

@@ -593,6 +593,52 @@ static void alloc_then_rendezvous_waits_for_no_other_stream(void **s) {
   ranks_run(3, rendezvous_rank, NULL, 0);
 }
 
+/* A block allocated on a stream that has not reached the buffer's zeroing
+ * yet: its first rendezvous waits for that zeroing, so a peer's first
+ * write, which can only come after the rendezvous, is never overwritten by
+ * it.  (Before, the rendezvous returned with the zeroing still queued
+ * behind the gate, the peer wrote, and the late zeroing wiped the write.) */
+static void *open_gate_after_500_ms(void *arg) {
+  sleep_ms(500);
+  __atomic_store_n((uint32_t *)arg, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int late_zeroing_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  struct held h;
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s2 = NULL;
+  pthread_t opener;
+  const int peer = (ctx->rank + 1) % ctx->world, from = (ctx->rank + ctx->world - 1) % ctx->world;
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  hold(&h);
+  CHECK(mori_symm_alloc_on_stream(MiB, ctx->rank, h.s, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(pthread_create(&opener, NULL, open_gate_after_500_ms, h.gate) == 0, "pthread_create");
+  int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  CHECK(rc == 0, "rendezvous: %s", mori_last_error());
+  /* the sim's device memory is the host's: a peer's store is a host store */
+  memset(mori_window_buffer_ptrs(w)[peer], 0x10 + ctx->rank, 4096);
+  CHECK(mori_hipStreamCreateWithFlags(&s2, hipStreamNonBlocking) == hipSuccess, "stream");
+  CHECK(mori_window_barrier(w, 0, s2, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(s2) == hipSuccess, "sync: %s", mori_shim_message());
+  pthread_join(opener, NULL);
+  let_go(&h); /* whatever the held stream still had queued has run now */
+  const unsigned char *own = base;
+  for (int i = 0; i < 4096; i++)
+    CHECK(own[i] == 0x10 + from, "byte %d is 0x%x, not rank %d's 0x%x: the zeroing of the "
+          "block ran after the peer's write", i, own[i], from, 0x10 + from);
+  CHECK(mori_hipStreamDestroy(s2) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "late zeroing");
+}
+
+static void alloc_on_stream_then_first_rendezvous_waits_for_its_zeroing(void **s) {
+  assert_true(async_mode());
+  ranks_run(2, late_zeroing_rank, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(barrier_orders_every_rank_at_2_ranks),
@@ -611,6 +657,7 @@ int main(int argc, char **argv) {
        * sim's stream threads in this process (ThreadSanitizer refuses
        * threads in a child forked from a multi-threaded parent) */
       cmocka_unit_test(alloc_then_rendezvous_waits_for_no_other_stream),
+      cmocka_unit_test(alloc_on_stream_then_first_rendezvous_waits_for_its_zeroing),
       cmocka_unit_test(alloc_waits_for_no_other_stream),
       cmocka_unit_test(alloc_on_stream_zeroes_in_that_stream_s_order),
       cmocka_unit_test(alloc_then_free_waits_for_the_work_queued_on_its_block),

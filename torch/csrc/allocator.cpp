@@ -166,9 +166,15 @@ void* MoriAllocator::alloc(size_t size, int device_idx,
   {
     // The core makes the block's device current; the guard restores torch's.
     c10::DeviceGuard guard(cuda(device));
+    // Zeroed on torch's current stream of that device, as torch's backend
+    // zeroes, and not waited for: the allocation blocks the host on no
+    // device work.  The block's first rendezvous waits for the zeroing
+    // before any peer can write into it.
+    void* stream = runtime()->getStream(cuda(device)).native_handle();
     // A zero-element tensor still gets a (one-byte) block, so that its
     // rendezvous works like any other.
-    TORCH_CHECK(mori_symm_alloc(size > 0 ? size : 1, device, &ptr) == 0, mori_last_error());
+    TORCH_CHECK(mori_symm_alloc_on_stream(size > 0 ? size : 1, device, stream, &ptr) == 0,
+                mori_last_error());
   }
   if (log_info())
     std::fprintf(stderr, "[mori-symm INFO] alloc %zu bytes on device %d: %.0f us\n", size, device,

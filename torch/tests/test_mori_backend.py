@@ -239,6 +239,38 @@ def _free_is_local(rank, world, device, group):
         assert torch.all(hb.get_buffer(peer, (1024,), torch.float32) == peer + 5)
 
 
+def _alloc_zeroes_on_the_current_stream(rank, world, device, group):
+    symm_mem, p2p = _symm(), _p2p()
+    held, other = torch.cuda.Stream(device), torch.cuda.Stream(device)
+    # The fill kernel's first launch loads its module, which waits for the
+    # whole device (lazy loading): done here, before the stream is held.
+    with torch.cuda.stream(other):
+        torch.empty(16, dtype=torch.uint8, device=device).fill_(7)
+    other.synchronize()
+    with torch.cuda.stream(held):
+        torch.cuda._sleep(int(5e8))  # the current stream is busy for a while
+        t = p2p.empty_strided_p2p((1 << 20,), (1,), torch.uint8, device)
+    # The allocation blocked the host on no device work, and its zeroing is
+    # queued on the current stream, as torch's backend zeroes: a write on
+    # another stream before that stream gets there is overwritten.
+    assert not held.query(), "the allocation waited for the current stream"
+    with torch.cuda.stream(other):
+        t.fill_(7)
+    other.synchronize()
+    held.synchronize()
+    assert int(t.max()) == 0, "the block was zeroed before the current stream got there"
+    # The first rendezvous waits for that zeroing; the block is usable after it.
+    with torch.cuda.stream(held):
+        torch.cuda._sleep(int(2e8))
+        u = p2p.empty_strided_p2p((4096,), (1,), torch.uint8, device)
+    hdl = symm_mem.rendezvous(u, group)
+    u.fill_(rank + 1)
+    hdl.barrier(channel=0)
+    torch.cuda.synchronize()
+    assert torch.all(hdl.get_buffer(rank, (4096,), torch.uint8) == rank + 1)
+    del t
+
+
 def _release_all_empties_the_ledger(rank, world, device, group):
     symm_mem, mori = _symm(), _mori()
     t = symm_mem.empty(1 << 20, dtype=torch.uint8, device=device)
@@ -285,6 +317,10 @@ def test_frees_on_another_thread_do_not_wait_for_a_rendezvous():
 
 def test_free_is_local_to_the_freeing_rank():
     run_ranks(_free_is_local)
+
+
+def test_alloc_zeroes_on_the_current_stream_without_blocking_the_host():
+    run_ranks(_alloc_zeroes_on_the_current_stream)
 
 
 def test_release_all_empties_the_shim_ledger():

@@ -57,8 +57,10 @@ int mori_symm_alloc(size_t size, int device, void **ptr);
  * hipStream_t / cudaStream_t; NULL: the default stream) and not waited for,
  * as torch's own backend zeroes on the current stream: work enqueued later
  * on that stream sees zeros; the call itself does no synchronous device
- * work.  The signal pads are zero before it returns (peers signal into them
- * from the first rendezvous on). */
+ * work.  The signal pads are zeroed on the device's private stream.  The
+ * block's first rendezvous waits for both zeroings (the buffer's: for the
+ * work enqueued on `stream` up to this call) before any peer can write or
+ * signal into the block. */
 int mori_symm_alloc_on_stream(size_t size, int device, void *stream, void **ptr);
 /* Frees the block whose base is ptr.  Purely local, as torch's free: the
  * block leaves the table at once (lookup, rendezvous and free of it then
