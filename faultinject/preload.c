@@ -40,20 +40,33 @@ static int forward_close(int fd) {
   return rc;
 }
 
+/* The shim's own definition of a mori_ symbol: the next one in the global
+ * scope, else the one of a libmori_hip_shim.so already loaded into a local
+ * scope (a Python extension's dependencies are: RTLD_NEXT does not see
+ * them, while their calls still reach these wrappers first). */
+static void *real_symbol(void *local, const char *name) {
+  void *f = dlsym(RTLD_NEXT, name);
+  return f != NULL || local == NULL ? f : dlsym(local, name);
+}
+
 static void resolve_once(void) {
+  void *local = dlsym(RTLD_NEXT, "mori_hipMemCreate") != NULL
+                    ? NULL
+                    : dlopen("libmori_hip_shim.so", RTLD_LAZY | RTLD_NOLOAD);
 #define FI_RESOLVE_HIP(name, arity, params, args, spec)                               \
-  *(void **)&fi__real.name = dlsym(RTLD_NEXT, "mori_" #name);
+  *(void **)&fi__real.name = real_symbol(local, "mori_" #name);
 #define FI_RESOLVE_OS(ret, name, params, args)                                        \
-  *(void **)&fi__real.name = dlsym(RTLD_NEXT, "mori_" #name);
+  *(void **)&fi__real.name = real_symbol(local, "mori_" #name);
   MORI_FI_HIP_CALLS(FI_RESOLVE_HIP)
   MORI_FI_OS_CALLS(FI_RESOLVE_OS)
 #undef FI_RESOLVE_HIP
 #undef FI_RESOLVE_OS
-  *(void **)&fi__real.mori_shim_message = dlsym(RTLD_NEXT, "mori_shim_message");
+  *(void **)&fi__real.mori_shim_message = real_symbol(local, "mori_shim_message");
   if (fi__real.hipMemCreate == NULL || fi__real.close == NULL || fi__real.malloc == NULL) {
     /* Only a program that calls the shim gets here, so the shim is missing
      * from behind us: nothing can be forwarded. */
-    fprintf(stderr, "MORI_FI: libmori_faultinject.so found no libmori_hip_shim.so behind it\n");
+    fprintf(stderr, "MORI_FI: libmori_faultinject.so found no libmori_hip_shim.so behind it, "
+                    "in the global scope or loaded anywhere else\n");
     abort();
   }
   next = fi__real;
