@@ -598,12 +598,6 @@ static void alloc_then_rendezvous_waits_for_no_other_stream(void **s) {
  * write, which can only come after the rendezvous, is never overwritten by
  * it.  (Before, the rendezvous returned with the zeroing still queued
  * behind the gate, the peer wrote, and the late zeroing wiped the write.) */
-static void *open_gate_after_500_ms(void *arg) {
-  sleep_ms(500);
-  __atomic_store_n((uint32_t *)arg, 1, __ATOMIC_RELEASE);
-  return NULL;
-}
-
 static int late_zeroing_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0 = mori_count_fds();
   struct held h;
@@ -615,7 +609,7 @@ static int late_zeroing_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
   hold(&h);
   CHECK(mori_symm_alloc_on_stream(MiB, ctx->rank, h.s, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(pthread_create(&opener, NULL, open_gate_after_500_ms, h.gate) == 0, "pthread_create");
+  CHECK(pthread_create(&opener, NULL, open_gate_later, h.gate) == 0, "pthread_create");
   int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
   CHECK(rc == 0, "rendezvous: %s", mori_last_error());
   /* the sim's device memory is the host's: a peer's store is a host store */
