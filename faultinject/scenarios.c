@@ -191,15 +191,17 @@ static int two_groups(const mori_rank_ctx *ctx, outcome *o) {
 
 /* interior: MemPool hands out pointers inside blocks; both rendezvous on
  * interior pointers must report their offsets, and a word written at that
- * offset of every peer's slot must land there. */
+ * offset of every peer's slot must land there.  The blocks are allocated
+ * on a stream (the default one), as the torch adapter allocates on torch's
+ * current stream: their zeroing's event is part of the sweep. */
 static const meeting interior_plan[] = {{"pool", 0}, {"pool", 0}, {NULL, 0}};
 static int interior(const mori_rank_ctx *ctx, outcome *o) {
   static const size_t off_a = 4 * KiB, off_b = 12 * KiB + 64;
   void *a = NULL, *b = NULL;
   mori_window *wa = NULL, *wb = NULL;
   size_t got_a = 0, got_b = 0;
-  STEP(o, mori_symm_alloc(MiB, ctx->rank, &a), "alloc_a");
-  STEP(o, mori_symm_alloc(MiB + 4 * KiB, ctx->rank, &b), "alloc_b");
+  STEP(o, mori_symm_alloc_on_stream(MiB, ctx->rank, NULL, &a), "alloc_a");
+  STEP(o, mori_symm_alloc_on_stream(MiB + 4 * KiB, ctx->rank, NULL, &b), "alloc_b");
   MEET(o, mori_symm_rendezvous((char *)a + off_a, "pool", ctx->rank, ctx->world, ctx->store, &wa,
                                &got_a),
        "rendezvous_a");
@@ -289,8 +291,8 @@ const fi_scenario fi_scenarios[] = {
     {"basic", "alloc -> rendezvous -> barrier -> free", basic, basic_plan, FI_TWIST_NONE},
     {"two-groups", "one block in two groups (ranks reversed in the second), a barrier on each",
      two_groups, two_groups_plan, FI_TWIST_NONE},
-    {"interior", "MemPool-style: two blocks, rendezvous on interior pointers, offsets and data "
-                 "checked",
+    {"interior", "MemPool-style: two blocks allocated on a stream, rendezvous on interior "
+                 "pointers, offsets and data checked",
      interior, interior_plan, FI_TWIST_NONE},
     {"selftest-leak", "(the sweep's own test) basic; a fault at hipMemMap leaks an fd", basic,
      basic_plan, FI_TWIST_LEAK},
