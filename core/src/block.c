@@ -187,12 +187,16 @@ int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream)
  * the buffer by the event recorded here) before the "mapped" barrier lets
  * any peer in, and a teardown synchronizes the device first.  With
  * stream_order 0 the caller wants the memory zero on return: all of it on
- * the private stream, waited for. */
+ * the private stream, waited for.  So too on a stream being captured into
+ * a graph: a zeroing recorded there would run at each replay, over the
+ * data, and never at the allocation. */
 static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
   hipStream_t svc = NULL;
   size_t pads = b->alloc_size - b->signal_pad_offset;
+  int captured = 0;
   MORI_GUARD(mori__service_stream(b->device, &svc));
-  if (stream_order) {
+  if (stream_order) MORI_GUARD(mori__stream_capturing(stream, &captured));
+  if (stream_order && !captured) {
     MORI_GUARD(mori__block_zero(b, b->base, b->signal_pad_offset, stream));
     if (pads > 0) MORI_GUARD(mori__block_zero(b, (char *)b->base + b->signal_pad_offset, pads, svc));
     MORI_HIP("hipEventCreateWithFlags",

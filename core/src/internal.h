@@ -266,6 +266,9 @@ void mori__signal_strip(mori_window *w);
 int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream);
 /* The device's private non-blocking stream (zeroing, watchdog releases). */
 int mori__service_stream(int device, hipStream_t *out);
+/* *captured = 1 while stream is being captured into a graph; an
+ * invalidated capture is an error. */
+int mori__stream_capturing(hipStream_t stream, int *captured);
 /* Releases the private streams and events (release_all). */
 void mori__signal_release_all(void);
 

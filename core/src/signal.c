@@ -338,7 +338,7 @@ static int check_signal(const mori_window *w, const char *op, int peer, int chan
   return mori__watch_failed(w, op);
 }
 
-static int capturing(hipStream_t stream, int *captured) {
+int mori__stream_capturing(hipStream_t stream, int *captured) {
   hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
   MORI_HIP("hipStreamIsCapturing", mori_hipStreamIsCapturing(stream, &st));
   if (st == hipStreamCaptureStatusInvalidated)
@@ -360,7 +360,7 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
   if (rc == 0 && what == CALL_BARRIER && shape == SHAPE_INVALID)
     rc = mori__error(MORI_EINVAL, "barrier: MORI_SYMM_BARRIER=%s: expected flat or dissemination",
                      getenv("MORI_SYMM_BARRIER"));
-  if (rc == 0) rc = capturing(stream, &captured);
+  if (rc == 0) rc = mori__stream_capturing(stream, &captured);
   if (rc == 0) {
     if (what == CALL_PUT)
       rc = captured ? plan_captured_put(&p, w, peer, channel) : plan_put(&p, w, peer, channel);

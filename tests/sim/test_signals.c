@@ -508,6 +508,31 @@ static void alloc_on_stream_zeroes_in_that_stream_s_order(void **s) {
   assert_int_equal(mori_symm_free(p), 0);
 }
 
+/* An allocation on a stream being captured into a graph zeroes outside
+ * the capture and before it returns: a zeroing recorded into the graph
+ * would run at every replay, over the data.  (Before, the sim refused the
+ * zeroing's event in the capture and the allocation failed; on a GPU the
+ * memset went into the graph.) */
+static void alloc_on_a_capturing_stream_zeroes_outside_the_capture(void **s) {
+  hipStream_t cs = NULL;
+  mori_sim_graph *g = NULL;
+  void *p = NULL;
+  assert_int_equal(mori_hipStreamCreateWithFlags(&cs, hipStreamNonBlocking), hipSuccess);
+  assert_int_equal(mori_sim_begin_capture(cs), hipSuccess);
+  if (mori_symm_alloc_on_stream(MiB, 0, cs, &p) != 0) fail_msg("alloc: %s", mori_last_error());
+  assert_int_equal(mori_sim_end_capture(cs, &g), hipSuccess);
+  memset(p, 0x5a, 4096); /* the caller's data, after the allocation */
+  assert_int_equal(mori_sim_graph_launch(g, cs), hipSuccess);
+  assert_int_equal(mori_hipStreamSynchronize(cs), hipSuccess);
+  for (int i = 0; i < 4096; i++)
+    if (((unsigned char *)p)[i] != 0x5a)
+      fail_msg("byte %d is 0x%x after the graph's replay: the zeroing was captured", i,
+               ((unsigned char *)p)[i]);
+  mori_sim_graph_destroy(g);
+  assert_int_equal(mori_symm_free(p), 0);
+  assert_int_equal(mori_hipStreamDestroy(cs), hipSuccess);
+}
+
 /* A free right after an alloc on a stream that has not yet run the
  * zeroing: the block's mapping must outlive the work queued on it (on a GPU
  * an unmap under a pending memset is an illegal address that poisons the
@@ -655,6 +680,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(alloc_waits_for_no_other_stream),
       cmocka_unit_test(alloc_on_stream_zeroes_in_that_stream_s_order),
       cmocka_unit_test(alloc_then_free_waits_for_the_work_queued_on_its_block),
+      cmocka_unit_test(alloc_on_a_capturing_stream_zeroes_outside_the_capture),
   };
   setenv("MORI_SIM_DEVICES", "16", 0);
   setenv("MORI_SYMM_SHIM", "sim", 1);

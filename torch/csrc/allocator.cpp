@@ -166,10 +166,9 @@ void* MoriAllocator::alloc(size_t size, int device_idx,
   {
     // The core makes the block's device current; the guard restores torch's.
     c10::DeviceGuard guard(cuda(device));
-    // Zeroed on torch's current stream of that device, as torch's backend
-    // zeroes, and not waited for: the allocation blocks the host on no
-    // device work.  The block's first rendezvous waits for the zeroing
-    // before any peer can write into it.
+    // Zeroed on torch's current stream of that device and not waited for:
+    // the allocation blocks the host on no device work.  The block's first
+    // rendezvous waits for the zeroing before any peer can write into it.
     void* stream = runtime()->getStream(cuda(device)).native_handle();
     // A zero-element tensor still gets a (one-byte) block, so that its
     // rendezvous works like any other.

@@ -54,10 +54,10 @@ int mori_symm_allow_overlapping_devices(void);
  * stream of the device and waits for nothing else on the device. */
 int mori_symm_alloc(size_t size, int device, void **ptr);
 /* The same, but the buffer is zeroed in stream order on `stream` (a
- * hipStream_t / cudaStream_t; NULL: the default stream) and not waited for,
- * as torch's own backend zeroes on the current stream: work enqueued later
- * on that stream sees zeros; the call itself does no synchronous device
- * work.  The signal pads are zeroed on the device's private stream.  The
+ * hipStream_t / cudaStream_t; NULL: the default stream) and not waited for:
+ * work enqueued later on that stream sees zeros; the call itself does no
+ * synchronous device work.  (A stream being captured into a graph gets
+ * mori_symm_alloc's zeroing instead, outside the graph.)  The signal pads are zeroed on the device's private stream.  The
  * block's first rendezvous waits for both zeroings (the buffer's: for the
  * work enqueued on `stream` up to this call) before any peer can write or
  * signal into the block. */
