@@ -104,11 +104,19 @@ def group_keys(group: str) -> list[str]:
     return [f"{key}@{size}" for key in paths.values()]
 
 
-def plan_groups(sizes: list[int], graph_sizes: list[int], only: list[str] | None) -> list[str]:
+# Groups that need a peer: at one rank they would report nothing (no pair
+# to signal, no byte that leaves the device).
+NEEDS_A_PEER = ("put_wait", "a2a", "graph")
+
+
+def plan_groups(sizes: list[int], graph_sizes: list[int], only: list[str] | None,
+                world: int = 2) -> list[str]:
     groups = (FIXED_GROUPS + [f"a2a@{size_label(s)}" for s in sizes]
               + [f"graph@{size_label(s)}" for s in graph_sizes])
     if only:
         groups = [g for g in groups if g.split("@")[0] in only or g in only]
+    if world < 2:
+        groups = [g for g in groups if g.split("@")[0] not in NEEDS_A_PEER]
     return groups
 
 
@@ -949,6 +957,10 @@ def selftest() -> int:
             budget_s=300.0, startup_timeout=60.0, group_timeout=5.0, poll_s=0.05,
             store="agent", store_host=fake_store)
         groups = plan_groups([256 << 10], [], None)
+        alone = plan_groups([256 << 10], [256 << 10], None, world=1)
+        expect("put_wait" not in alone and not any(g.startswith(("a2a", "graph")) for g in alone)
+               and "barrier" in alone and "fresh" in alone,
+               f"one rank runs no group that needs a peer ({','.join(alone)})")
         os.environ["COMPARE_FAKE"] = (f"{BUILTIN}:1:barrier:crash,{MORI}:0:put_wait:hang,"
                                       f"{MORI}:1:cached:raise")
         t0 = time.monotonic()
@@ -1093,7 +1105,6 @@ def main() -> int:
     graph_text = args.graph_sizes or (REDUCED_GRAPH_SIZES if args.reduced and not args.sizes
                                       else None)
     graph_sizes = [parse_size(s) for s in graph_text.split(",")] if graph_text else sizes
-    groups = plan_groups(sizes, graph_sizes, args.only.split(",") if args.only else None)
     if not args.world:
         import torch  # the driver only counts GPUs; ranks bring CUDA up
 
@@ -1101,6 +1112,12 @@ def main() -> int:
     if args.world < 1:
         print("compare FAILED: no GPU visible", flush=True)
         return 1
+    only = args.only.split(",") if args.only else None
+    groups = plan_groups(sizes, graph_sizes, only, args.world)
+    dropped = [g for g in plan_groups(sizes, graph_sizes, only) if g not in groups]
+    if dropped:
+        print(f"compare: at {args.world} rank(s) these need a peer and are not run: "
+              f"{','.join(dropped)}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     args.backends = [BUILTIN, MORI]
     args.rank_cmd = [sys.executable, os.path.abspath(__file__)]
