@@ -6,7 +6,9 @@
 #   2. bench/all2all.py's checks at 64 KiB and 256 KiB, 20 times per path
 #      (the push-only check used to read before the peers' pushes landed);
 #   3. bench/compare.py --reduced: MORI against torch's built-in backend,
-#      interleaved launches; JSON, table and plot under $OUT/compare.
+#      interleaved launches; JSON, table and plot under $OUT/compare;
+#   4. a profile of MORI's first rendezvous at one rank (step lines and the
+#      fault shim's count= profile; figures, no verdict).
 # Each step prints PASS or FAIL; the exit status is nonzero if any failed.
 #   COMPARE_ARGS="..."   extra arguments for compare.py (e.g. --rounds 5)
 set -uo pipefail
@@ -79,6 +81,27 @@ t0=$SECONDS
   --out "$OUT/compare" ${COMPARE_ARGS:-} 2>&1 | tee "$OUT/compare.log"
 rc=${PIPESTATUS[0]}
 verdict compare_reduced "$rc" "exit status $rc, $((SECONDS - t0)) s; table in $OUT/compare/compare.md"
+
+# 4. Where MORI's first rendezvous spends its time, in compare.py's own
+# launch at one rank: the step lines and the fault shim's profile of every
+# runtime and OS call of the rank (count=: calls, total and longest us, and
+# which call was the longest).  Figures only; no verdict.
+FI=${LIB:-$PWD/build-gpu/lib}/libmori_faultinject.so
+if [ -f "$FI" ]; then
+  rm -rf "$OUT/profile"; mkdir -p "$OUT/profile"
+  LD_PRELOAD="$FI" MORI_FI="count=$OUT/profile/count" MORI_SYMM_DEBUG=INFO \
+    timeout -k 10 150 "$PY" bench/compare.py --world 1 --rounds 1 --only fresh --budget-s 120 \
+    --out "$OUT/profile" >"$OUT/profile/compare.log" 2>&1
+  echo "profile: compare.py --world 1 --only fresh, exit status $?"
+  grep -h "rendezvous group" "$OUT"/profile/launch-*MORI*.log
+  for f in "$OUT"/profile/count.*; do
+    grep -q "^hipMemCreate " "$f" 2>/dev/null || continue
+    echo "profile: the MORI rank's ten longest calls (NAME CALLS TOTAL_US MAX_US #N), $f"
+    grep -v "^#" "$f" | sort -k4 -g -r | head -10
+  done
+else
+  echo "profile: $FI is missing (build-gpu not built): no profile"
+fi
 
 echo "compare part: ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
