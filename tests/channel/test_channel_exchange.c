@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -299,10 +300,30 @@ static void forked_ranks_leave_no_socket_or_directory_behind(void **state) {
   closedir(d);
 }
 
+/* The library grows the process's fd table once, at load (core/src/os.c):
+ * a rendezvous that takes the fd past the table's size in a multi-threaded
+ * process would wait out an RCU grace period in that call.  FDSize in
+ * /proc/self/status is the table's size. */
+static void the_fd_table_is_grown_at_load(void **s) {
+  (void)s;
+  struct rlimit rl;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  long want = rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 4096 ? (long)rl.rlim_cur : 4096;
+  FILE *f = fopen("/proc/self/status", "r");
+  assert_non_null(f);
+  char line[256];
+  long size = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "FDSize: %ld", &size) == 1) break;
+  fclose(f);
+  if (size < want) fail_msg("FDSize is %ld, not the %ld slots the library grows it to", size, want);
+}
+
 int main(void) {
   socket_dir = harness_tmpdir("sock");
   setenv("MORI_SYMM_SOCKET_DIR", socket_dir, 1);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(the_fd_table_is_grown_at_load),
       cmocka_unit_test(exchange_passes_every_fd_between_2_forked_ranks),
       cmocka_unit_test(exchange_passes_every_fd_between_3_forked_ranks),
       cmocka_unit_test(exchange_passes_every_fd_between_4_forked_ranks),
