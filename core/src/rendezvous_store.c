@@ -95,11 +95,16 @@ static void answer_key(char *out, size_t n, const char *group, int rank, const c
 /* ---- agreeing on the incarnation ---- */
 
 /* Leader: answers rank r's join if it is there and not answered yet.  A
- * join that changed after it was answered was an earlier run's. */
-static int answer_join(const mori_window *w, mori_store *store, hex_id *answered, int r) {
+ * join that changed after it was answered was an earlier run's: an
+ * answered join is read again only when `reread` says so (the caller's
+ * cadence), since a stale join is rare and every read is a store round
+ * trip. */
+static int answer_join(const mori_window *w, mori_store *store, hex_id *answered, int r,
+                       int reread) {
   char key[512];
   void *join = NULL;
   size_t len = 0;
+  if (answered[r][0] && !reread) return 0;
   join_key(key, sizeof key, w->group, r);
   int rc = store->get(store, key, &join, &len, 0);
   if (rc == MORI_ETIMEDOUT) return 0; /* not joined yet */
@@ -125,7 +130,7 @@ static int lead(mori_window *w, mori_store *store, incarnation *inc) {
   if (w->world > 1) {
     inc->answered = mori_calloc((size_t)w->world, sizeof *inc->answered);
     if (inc->answered == NULL) return mori__nomem("rendezvous");
-    for (int r = 1; r < w->world; r++) MORI_GUARD(answer_join(w, store, inc->answered, r));
+    for (int r = 1; r < w->world; r++) MORI_GUARD(answer_join(w, store, inc->answered, r, 1));
   }
   return 0;
 }
@@ -288,11 +293,17 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
                   int timeout_ms, hex_id *answering, int stop_on_abort) {
   char key[512], missing[256] = "";
   int remaining = w->world - 1;
-  double started = mori__now_us(), deadline = started + timeout_ms * 1e3;
+  double started = mori__now_us(), deadline = started + timeout_ms * 1e3, reread_at = started;
   for (;;) {
+    /* Joins already answered are read again once a millisecond, not at
+     * every pass: a rank whose join was an earlier run's is answered at
+     * most that much later, and the store is not read twice per rank per
+     * pass while the leader waits. */
+    int reread = mori__now_us() >= reread_at;
+    if (reread) reread_at = mori__now_us() + 1000;
     for (int r = 0; r < w->world && remaining > 0; r++) {
       if (r == w->rank || vals[r] != NULL) continue;
-      if (answering) MORI_GUARD(answer_join(w, store, answering, r));
+      if (answering) MORI_GUARD(answer_join(w, store, answering, r, reread));
       MORI_GUARD(mori__store_key(key, sizeof key, w, what, r));
       int slice = answering ? 0 : remaining > 4 ? 2 : 10;
       int get = store->get(store, key, &vals[r], &lens[r], slice);
