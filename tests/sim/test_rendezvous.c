@@ -174,11 +174,15 @@ static int ps_add(mori_store *s, const char *key, int64_t delta, int64_t *result
 
 static void ps_destroy(mori_store *s) { (void)s; }
 
+static plain_store plain_store_of(const mori_rank_ctx *ctx) {
+  return (plain_store){.base = {ps_set, ps_get, ps_add, ps_destroy, NULL, NULL},
+                       .inner = ctx->store, .rank = ctx->rank, .watch_rank = -1};
+}
+
 static int plain_store_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (setup_rank(ctx, msg, msglen)) return 1;
   int fds0 = mori_count_fds();
-  plain_store ps = {{ps_set, ps_get, ps_add, ps_destroy, NULL, NULL}, ctx->store, ctx->rank, 0, 0,
-                    "", 0, -1, 0, 0, 0};
+  plain_store ps = plain_store_of(ctx);
   void *base = NULL;
   mori_window *w = NULL;
   CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
@@ -207,8 +211,9 @@ static void rendezvous_over_a_store_without_change_waits(void **s) {
 static int late_request_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (setup_rank(ctx, msg, msglen)) return 1;
   int fds0 = mori_count_fds();
-  plain_store ps = {{ps_set, ps_get, ps_add, ps_destroy, NULL, NULL}, ctx->store, ctx->rank, 0, 0,
-                    "", ctx->rank == 1 ? 40 : 0, ctx->rank == 0 ? 1 : -1, 0, 0, 0};
+  plain_store ps = plain_store_of(ctx);
+  if (ctx->rank == 1) ps.delay_request_ms = 40;
+  if (ctx->rank == 0) ps.watch_rank = 1;
   void *base = NULL;
   mori_window *w = NULL;
   CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
