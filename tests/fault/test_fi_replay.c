@@ -239,10 +239,10 @@ static int cli(const char *text, char *const *extra, char *out, size_t cap) {
   if (pid == 0) {
     dup2(p[1], 1);
     dup2(p[1], 2);
-    char *argv[4] = {path, extra ? extra[0] : NULL, extra ? extra[1] : NULL, NULL};
-    int rc = mori_fi_cli_replay(extra ? 3 : 1, argv);
-    fflush(NULL);
-    _exit(rc);
+    char *argv[6] = {(char *)MORI_SYMM_TOOL, (char *)"replay", path,
+                     extra ? extra[0] : NULL, extra ? extra[1] : NULL, NULL};
+    execv(MORI_SYMM_TOOL, argv);
+    _exit(127);
   }
   close(p[1]);
   size_t n = 0;

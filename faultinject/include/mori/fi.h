@@ -203,9 +203,6 @@ int mori_fi_replay(const mori_fi_trace *t, const char *arch, const char *quirks,
 /* "Every profile and quirk set" is the sim's own tables:
  * mori_sim_profile_name() and mori_sim_quirk_name() in hip_shim.h. */
 
-/* `mori-symm replay TRACE [--profile ARCH[,QUIRK...]]` */
-int mori_fi_cli_replay(int argc, char **argv);
-
 /* ---- control of a loaded libmori_faultinject.so ---- */
 
 /* These reach the fault shim through dlsym, so a program can use them

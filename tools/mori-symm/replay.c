@@ -1,5 +1,5 @@
 /*
- * cli_replay.c - `mori-symm replay TRACE [--profile ARCH[,QUIRK...]]`:
+ * replay.c - `mori-symm replay TRACE [--profile ARCH[,QUIRK...]]`:
  * replays one rank's recorded trace under one sim profile, or under every
  * profile with no quirk, each quirk alone and all of them, and says per
  * profile "ok (N calls)" or the first violation.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
+#include "cli.h"
 
 struct replay_args {
   const char *trace, *profile;
@@ -24,11 +24,11 @@ static const cli_option replay_options[] = {
     {0},
 };
 
-int mori_fi_cli_replay(int argc, char **argv);
+static int run_replay(int argc, char **argv);
 
-const cli_command mori_fi_replay_command = {
+const cli_command cli_replay_command = {
     .name = "replay",
-    .run = mori_fi_cli_replay,
+    .run = run_replay,
     .summary = "replay one rank's shim trace (MORI_FI_RECORD) on the sim under every profile "
                "and quirk; the first contract violation of each",
     .options = replay_options,
@@ -86,20 +86,20 @@ static int one(const mori_fi_trace *t, const char *arch, const char *quirks) {
   return 0;
 }
 
-int mori_fi_cli_replay(int argc, char **argv) {
+static int run_replay(int argc, char **argv) {
   struct replay_args args = {NULL, NULL};
-  int rc = cli_parse(&mori_fi_replay_command, &args, argc, argv);
+  int rc = cli_parse(&cli_replay_command, &args, argc, argv);
   if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
   const char *path = args.trace, *profile = args.profile;
   size_t len;
   char *text = read_file(path, &len), err[256];
   if (text == NULL)
-    return cli_usage_error(&mori_fi_replay_command, "cannot read '%s': %s", path,
+    return cli_usage_error(&cli_replay_command, "cannot read '%s': %s", path,
                            strerror(errno));
   mori_fi_trace t;
   rc = mori_trace_parse(text, len, &t, err, sizeof err);
   free(text);
-  if (rc != 0) return cli_usage_error(&mori_fi_replay_command, "'%s': %s", path, err);
+  if (rc != 0) return cli_usage_error(&cli_replay_command, "'%s': %s", path, err);
   printf("replay %s: rank %d, %zu calls\n", path, t.rank, t.n);
   fflush(stdout);
   int runs = 0, bad = 0;

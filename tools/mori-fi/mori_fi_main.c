@@ -2,7 +2,7 @@
  * mori_fi_main.c - the mori-fi tool: exhaustive fault injection over the
  * scenarios of scenarios.c (sweep), and the runner a sweep starts under
  * the fault shim for each injection (run-scenario).  Grammar and help come
- * from core/cli/args.c, as for mori-symm.
+ * from tools/args/args.c, as for mori-symm.
  */
 #include "fi_tool.h"
 

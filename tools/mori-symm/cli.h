@@ -16,7 +16,7 @@ extern const cli_command cli_demo_command;
 extern const cli_command cli_cycles_command;
 extern const cli_command cli_bench_sim_command;
 extern const cli_command cli_fsm_command;
-extern const cli_command mori_fi_replay_command; /* faultinject/cli_replay.c */
+extern const cli_command cli_replay_command;
 
 double cli_now_us(void);
 

@@ -1,5 +1,5 @@
 /*
- * fsm_dot_main.c - mori-fsm-dot: prints the state diagram (Graphviz DOT)
+ * main.c - mori-fsm-dot: prints the state diagram (Graphviz DOT)
  * or, with --steps, the table of steps (markdown), both generated from the
  * transition table.  docs/state-machine.md embeds both and tests fail when
  * they differ.

@@ -130,7 +130,7 @@ const cli_command cli_fsm_command = {
 
 static const cli_command *const commands[] = {
     &cli_probe_command, &cli_demo_command,       &cli_cycles_command,
-    &cli_bench_sim_command, &mori_fi_replay_command, &cli_fsm_command, NULL,
+    &cli_bench_sim_command, &cli_replay_command, &cli_fsm_command, NULL,
 };
 
 static const cli_tool tool = {
