@@ -1,8 +1,9 @@
 /*
  * calls.c - the tables the schedule language, the trace format and the
- * sweeps share: call names and argument layouts (from fi_calls.h), what
- * each call can really return when it fails, the HIP error names and the
- * errno names, and which calls give resources back.
+ * sweeps share: call names, argument layouts, which calls give resources
+ * back and what each call can really return when it fails (for a runtime
+ * call, all of it from its row of the seam's list, hip_shim.h), the HIP
+ * error names and the errno names.
  */
 #include "fi_internal.h"
 
@@ -12,12 +13,21 @@
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* A row's registry column: whether the call gives a resource back. */
+#define RELEASES(op, kind, key, size, when) RELEASES_##op
+#define RELEASES_none 0
+#define RELEASES_acquire 0
+#define RELEASES_release 1
+#define RELEASES_release_range 1
+
 static const struct {
   const char *name, *spec;
+  int releases;
 } calls[MORI_FI_CALL__COUNT] = {
-#define ROW_HIP(name, arity, params, args, spec) {#name, spec},
-#define ROW_OS(ret, name, params, args) {#name, ""},
-    MORI_FI_HIP_CALLS(ROW_HIP) MORI_FI_OS_CALLS(ROW_OS)
+#define ROW_HIP(name, arity, params, args, registry, shim, spec, errors) \
+  {#name, spec, RELEASES registry},
+#define ROW_OS(ret, name, params, args) {#name, "", 0},
+    MORI_SHIM_HIP_CALLS(ROW_HIP) MORI_FI_OS_CALLS(ROW_OS)
 #undef ROW_HIP
 #undef ROW_OS
 };
@@ -53,73 +63,24 @@ int mori_fi_call_find(const char *name, size_t len) {
 }
 
 int mori_fi_call_releases(int call) {
-  static const int releasing[] = {MORI_FI_CALL_hipMemRelease, MORI_FI_CALL_hipMemAddressFree,
-                                  MORI_FI_CALL_hipMemUnmap, MORI_FI_CALL_hipFree};
-  for (size_t i = 0; i < COUNT(releasing); i++)
-    if (releasing[i] == call) return 1;
-  return 0;
+  return call >= 0 && call < MORI_FI_CALL__COUNT && calls[call].releases;
 }
 
 /* ---- what each call can return when it fails ---- */
 
 #define ERRORS_MAX 6
 
-/* Runtime calls: the errors HIP documents or is known to return for each
- * (docs/fault-injection.md lists them with their sources).  OS calls: the
- * errors of the man page that can happen to the core's use of the call
- * (regular files in a private directory, AF_UNIX datagram sockets). */
+/* Runtime calls: the errors HIP documents or is known to return for each,
+ * the errors column of its row (docs/fault-injection.md lists them with
+ * their sources).  OS calls: the errors of the man page that can happen to
+ * the core's use of the call (regular files in a private directory, AF_UNIX
+ * datagram sockets). */
+#define UNPAREN(...) __VA_ARGS__
 static const int call_errors[MORI_FI_CALL__COUNT][ERRORS_MAX] = {
-    [MORI_FI_CALL_hipMemCreate] = {hipErrorOutOfMemory, hipErrorInvalidValue,
-                                   hipErrorNotSupported, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemRelease] = {hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemRetainAllocationHandle] = {hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemAddressReserve] = {hipErrorOutOfMemory, hipErrorInvalidValue,
-                                           hipErrorUnknown},
-    [MORI_FI_CALL_hipMemAddressFree] = {hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemMap] = {hipErrorOutOfMemory, hipErrorMapFailed, hipErrorInvalidValue,
-                                hipErrorNotSupported, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemUnmap] = {hipErrorUnmapFailed, hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemSetAccess] = {hipErrorInvalidValue, hipErrorOutOfMemory,
-                                      hipErrorNotSupported, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemGetAllocationGranularity] = {hipErrorInvalidValue, hipErrorNotSupported},
-    [MORI_FI_CALL_hipMemExportToShareableHandle] = {hipErrorInvalidValue, hipErrorNotSupported,
-                                                    hipErrorOutOfMemory, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemImportFromShareableHandle] = {hipErrorInvalidValue, hipErrorOutOfMemory,
-                                                      hipErrorNotSupported, hipErrorUnknown},
-    [MORI_FI_CALL_hipMalloc] = {hipErrorOutOfMemory, hipErrorUnknown},
-    [MORI_FI_CALL_hipFree] = {hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemcpy] = {hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemset] = {hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipGetDevice] = {hipErrorNotInitialized, hipErrorUnknown},
-    [MORI_FI_CALL_hipSetDevice] = {hipErrorInvalidDevice, hipErrorNotInitialized},
-    [MORI_FI_CALL_hipGetDeviceCount] = {hipErrorNotInitialized, hipErrorUnknown},
-    [MORI_FI_CALL_hipDeviceSynchronize] = {hipErrorLaunchFailure, hipErrorIllegalAddress,
-                                           hipErrorUnknown},
-    [MORI_FI_CALL_hipStreamSynchronize] = {hipErrorLaunchFailure, hipErrorIllegalAddress,
-                                           hipErrorUnknown},
-    [MORI_FI_CALL_hipStreamWriteValue32] = {hipErrorInvalidValue, hipErrorNotSupported,
-                                            hipErrorUnknown},
-    [MORI_FI_CALL_hipStreamWaitValue32] = {hipErrorInvalidValue, hipErrorNotSupported,
-                                           hipErrorUnknown},
-    [MORI_FI_CALL_hipDeviceGetAttribute] = {hipErrorInvalidValue, hipErrorInvalidDevice},
-    [MORI_FI_CALL_hipGetLastError] = {hipErrorUnknown},
-    [MORI_FI_CALL_hipRuntimeGetVersion] = {hipErrorNotInitialized},
-    [MORI_FI_CALL_hipStreamCreateWithFlags] = {hipErrorOutOfMemory, hipErrorInvalidValue},
-    [MORI_FI_CALL_hipStreamDestroy] = {hipErrorInvalidHandle, hipErrorUnknown},
-    [MORI_FI_CALL_hipStreamIsCapturing] = {hipErrorInvalidValue, hipErrorInvalidHandle},
-    [MORI_FI_CALL_hipEventCreateWithFlags] = {hipErrorOutOfMemory, hipErrorInvalidValue},
-    [MORI_FI_CALL_hipEventRecord] = {hipErrorInvalidHandle, hipErrorInvalidValue,
-                                     hipErrorUnknown},
-    [MORI_FI_CALL_hipEventQuery] = {hipErrorInvalidHandle, hipErrorLaunchFailure,
-                                    hipErrorUnknown},
-    [MORI_FI_CALL_hipEventSynchronize] = {hipErrorLaunchFailure, hipErrorInvalidHandle,
-                                          hipErrorUnknown},
-    [MORI_FI_CALL_hipEventDestroy] = {hipErrorInvalidHandle, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemsetAsync] = {hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown},
-    [MORI_FI_CALL_hipMemcpyAsync] = {hipErrorInvalidValue, hipErrorIllegalAddress,
-                                     hipErrorUnknown},
-    [MORI_FI_CALL_hipStreamBatchMemOp] = {hipErrorInvalidValue, hipErrorNotSupported,
-                                          hipErrorUnknown},
+#define ERRORS_HIP(name, arity, params, args, registry, shim, spec, errors) \
+  [MORI_FI_CALL_##name] = {UNPAREN errors},
+    MORI_SHIM_HIP_CALLS(ERRORS_HIP)
+#undef ERRORS_HIP
     [MORI_FI_CALL_socket] = {EMFILE, ENFILE, ENOBUFS, ENOMEM},
     [MORI_FI_CALL_bind] = {EADDRINUSE, EACCES, ENOSPC, ENOMEM},
     [MORI_FI_CALL_connect] = {EINTR, EAGAIN, ECONNREFUSED, ENOENT},

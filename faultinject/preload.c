@@ -1,7 +1,8 @@
 /*
  * preload.c - libmori_faultinject.so, loaded with LD_PRELOAD over a program
  * that calls the GPU runtime through libmori_hip_shim.so: one wrapper per
- * shim function, generated from fi_calls.h, that counts the call, fails or
+ * shim function, generated from the seam's lists (MORI_SHIM_HIP_CALLS and
+ * MORI_FI_OS_CALLS), that counts the call, fails or
  * kills it when the MORI_FI schedule says so, records it, and otherwise
  * forwards to the shim's own definition (dlsym RTLD_NEXT).
  */
@@ -53,11 +54,11 @@ static void resolve_once(void) {
   void *local = dlsym(RTLD_NEXT, "mori_hipMemCreate") != NULL
                     ? NULL
                     : dlopen("libmori_hip_shim.so", RTLD_LAZY | RTLD_NOLOAD);
-#define FI_RESOLVE_HIP(name, arity, params, args, spec)                               \
+#define FI_RESOLVE_HIP(name, arity, params, args, registry, shim, spec, errors)         \
   *(void **)&fi__real.name = real_symbol(local, "mori_" #name);
 #define FI_RESOLVE_OS(ret, name, params, args)                                        \
   *(void **)&fi__real.name = real_symbol(local, "mori_" #name);
-  MORI_FI_HIP_CALLS(FI_RESOLVE_HIP)
+  MORI_SHIM_HIP_CALLS(FI_RESOLVE_HIP)
   MORI_FI_OS_CALLS(FI_RESOLVE_OS)
 #undef FI_RESOLVE_HIP
 #undef FI_RESOLVE_OS
@@ -346,7 +347,9 @@ static int fi_enter(int call, fi_call *c) {
   return c->injected;
 }
 
-static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
+/* released: what a releasing call gives back (its registry key), 0 for
+ * any other call. */
+static hipError_t fi_leave(fi_call *c, const fi_arg *argv, uintptr_t released) {
   /* The shim never saw an injected failure, so its last error does not
    * hold it: hipGetLastError must still report it, as HIP would. */
   if (c->call == MORI_FI_CALL_hipGetLastError && !c->injected && c->pending != hipSuccess)
@@ -357,8 +360,7 @@ static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
     tl_injected = 0; /* (hipGetLastError's result is an answer, not a failure) */
   pthread_mutex_lock(&fi__lock);
   if (!c->injected) fi_took(c);
-  if (mori_fi_call_releases(c->call)) /* every releasing call's first argument names it */
-    note_release(c->call, (uintptr_t)*(void *const *)argv[0].p, c->rc != hipSuccess);
+  if (mori_fi_call_releases(c->call)) note_release(c->call, released, c->rc != hipSuccess);
   fi__record_hip(c->call, c->index, argv, c->rc, c->injected);
   pthread_mutex_unlock(&fi__lock);
   return c->rc;
@@ -372,15 +374,22 @@ static hipError_t fi_leave(fi_call *c, const fi_arg *argv) {
 #define FI_PACK_4(a, b, c, d) {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d)}
 #define FI_PACK_5(a, b, c, d, e) {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d), FI_ARG(e)}
 
-#define FI_WRAP(name, arity, params, args, spec)                                      \
+/* The key a releasing row gives back (its registry column), 0 for others. */
+#define FI_RELEASED(op, kind, key, size, when) FI_RELEASED_##op(key)
+#define FI_RELEASED_none(key) 0
+#define FI_RELEASED_acquire(key) 0
+#define FI_RELEASED_release(key) (uintptr_t)(key)
+#define FI_RELEASED_release_range(key) (uintptr_t)(key)
+
+#define FI_WRAP(name, arity, params, args, registry, shim, spec, errors)              \
   FI_EXPORT hipError_t mori_##name params;                                            \
   FI_EXPORT hipError_t mori_##name params {                                           \
     fi_arg argv_[] = FI_PACK_##arity args;                                            \
     fi_call c_;                                                                       \
     if (fi_enter(MORI_FI_CALL_##name, &c_) == 0) c_.rc = fi__real.name args;          \
-    return fi_leave(&c_, argv_);                                                      \
+    return fi_leave(&c_, argv_, FI_RELEASED registry);                                \
   }
-MORI_FI_HIP_CALLS(FI_WRAP)
+MORI_SHIM_HIP_CALLS(FI_WRAP)
 #undef FI_WRAP
 
 /* An injected failure of an OS call does not reach the shim, except that a

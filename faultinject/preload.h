@@ -17,9 +17,10 @@
 
 /* The next definitions in the lookup order: the shim's own. */
 struct fi_real {
-#define FI_REAL_HIP(name, arity, params, args, spec) hipError_t(*name) params;
+#define FI_REAL_HIP(name, arity, params, args, registry, shim, spec, errors) \
+  hipError_t(*name) params;
 #define FI_REAL_OS(ret, name, params, args) ret(*name) params;
-  MORI_FI_HIP_CALLS(FI_REAL_HIP)
+  MORI_SHIM_HIP_CALLS(FI_REAL_HIP)
   MORI_FI_OS_CALLS(FI_REAL_OS)
 #undef FI_REAL_HIP
 #undef FI_REAL_OS

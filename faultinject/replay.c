@@ -275,6 +275,10 @@ static hipError_t do_set_device(replay *r) {
 }
 
 static hipError_t do_device_count(replay *r) { int n; return mori_hipGetDeviceCount(&n); }
+static hipError_t do_mem_get_info(replay *r) {
+  size_t free_bytes, total_bytes;
+  return mori_hipMemGetInfo(&free_bytes, &total_bytes);
+}
 static hipError_t do_device_sync(replay *r) { return mori_hipDeviceSynchronize(); }
 static hipError_t do_stream_sync(replay *r) { return mori_hipStreamSynchronize(NULL); }
 
@@ -364,6 +368,7 @@ static const row_fn rows[MORI_FI_CALL__HIP_COUNT] = {
     [MORI_FI_CALL_hipGetDevice] = do_get_device,
     [MORI_FI_CALL_hipSetDevice] = do_set_device,
     [MORI_FI_CALL_hipGetDeviceCount] = do_device_count,
+    [MORI_FI_CALL_hipMemGetInfo] = do_mem_get_info,
     [MORI_FI_CALL_hipDeviceSynchronize] = do_device_sync,
     [MORI_FI_CALL_hipStreamSynchronize] = do_stream_sync,
     [MORI_FI_CALL_hipStreamWriteValue32] = do_write_value,

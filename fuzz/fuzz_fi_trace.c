@@ -17,7 +17,7 @@
 
 #define PUT mori__fuzz_put
 
-/* A call's recorded parameters from its "key:kind ..." spec (fi_calls.h),
+/* A call's recorded parameters from its "key:kind ..." spec (its row's spec column),
  * those of kind '-' left out, as the format documents. */
 typedef struct param {
   char key[32];

@@ -70,7 +70,7 @@ static const struct mori__shim_backend *find_backend(const char *name) {
   return NULL;
 }
 
-static void ledger_report_at_exit(void);
+static void registry_report_at_exit(void);
 
 /* Tries each candidate in turn; auto means the GPU runtimes, never sim:
  * running a torch process on the emulator by accident would be a silent
@@ -123,7 +123,7 @@ int mori_shim_select(const char *name) {
     rc = bring_up(name);
     if (rc == 0 && getenv("MORI_SHIM_LEDGER_REPORT") &&
         strcmp(getenv("MORI_SHIM_LEDGER_REPORT"), "1") == 0)
-      atexit(ledger_report_at_exit);
+      atexit(registry_report_at_exit);
   }
   if (rc != 0) mori__shim_detail("%s", select_failure);
   pthread_mutex_unlock(&select_lock);
@@ -142,73 +142,86 @@ const char *mori_shim_backend(void) {
   return b ? b->name : NULL;
 }
 
-/* ---- the ledger ---- */
+/* ---- the resource registry ---- */
 
-enum ledger_kind { L_HANDLE, L_RESERVATION, L_MAPPING, L_EXPORTED_FD, L_DEVICE_ALLOC };
-static const char *const ledger_kind_names[] = {"handle", "reservation", "mapping",
-                                                "exported fd", "device allocation"};
+/* Every live runtime resource made through the shim, whatever the backend,
+ * so that "0 leaks" is checkable on a GPU as on the emulator.  (The core's
+ * per-window list of what a window holds is its ledger, fsm/; this is the
+ * shim's own.)  Which call adds or removes what is the registry column of
+ * MORI_SHIM_HIP_CALLS. */
+enum registry_kind {
+  KIND_HANDLE,
+  KIND_RESERVATION,
+  KIND_MAPPING,
+  KIND_EXPORTED_FD,
+  KIND_DEVICE_ALLOC,
+  KIND__COUNT
+};
+static const char *const kind_names[KIND__COUNT] = {"handle", "reservation", "mapping",
+                                                    "exported fd", "device allocation"};
 
-struct ledger_entry {
-  enum ledger_kind kind;
+struct registry_entry {
+  enum registry_kind kind;
   uintptr_t key; /* handle value, address or fd */
   size_t size;
 };
 
-static pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ledger_entry *ledger;
-static size_t ledger_len, ledger_cap;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct registry_entry *registry;
+static size_t registry_len, registry_cap;
 
-static void ledger_add(enum ledger_kind kind, uintptr_t key, size_t size) {
-  pthread_mutex_lock(&ledger_lock);
-  if (ledger_len == ledger_cap) {
-    size_t cap = ledger_cap ? ledger_cap * 2 : 64;
-    struct ledger_entry *n = realloc(ledger, cap * sizeof *n);
-    if (n == NULL) { /* the ledger is diagnostics: losing an entry is reported */
-      pthread_mutex_unlock(&ledger_lock);
-      fprintf(stderr, "mori shim: ledger out of memory; leak report incomplete\n");
+static void registry_add(enum registry_kind kind, uintptr_t key, size_t size) {
+  pthread_mutex_lock(&registry_lock);
+  if (registry_len == registry_cap) {
+    size_t cap = registry_cap ? registry_cap * 2 : 64;
+    struct registry_entry *n = realloc(registry, cap * sizeof *n);
+    if (n == NULL) { /* the registry is diagnostics: losing an entry is reported */
+      pthread_mutex_unlock(&registry_lock);
+      fprintf(stderr, "mori shim: resource registry out of memory; leak report incomplete\n");
       return;
     }
-    ledger = n;
-    ledger_cap = cap;
+    registry = n;
+    registry_cap = cap;
   }
-  ledger[ledger_len++] = (struct ledger_entry){kind, key, size};
-  pthread_mutex_unlock(&ledger_lock);
+  registry[registry_len++] = (struct registry_entry){kind, key, size};
+  pthread_mutex_unlock(&registry_lock);
 }
 
 /* Removes entries of kind whose key lies in [lo, hi); at most `max` of them
  * (0: all).  Returns how many were removed. */
-static size_t ledger_remove_range(enum ledger_kind kind, uintptr_t lo, uintptr_t hi, size_t max) {
+static size_t registry_remove_range(enum registry_kind kind, uintptr_t lo, uintptr_t hi,
+                                    size_t max) {
   size_t removed = 0;
-  pthread_mutex_lock(&ledger_lock);
-  for (size_t i = ledger_len; i-- > 0;) {
-    if (ledger[i].kind != kind || ledger[i].key < lo || ledger[i].key >= hi) continue;
-    ledger[i] = ledger[--ledger_len];
+  pthread_mutex_lock(&registry_lock);
+  for (size_t i = registry_len; i-- > 0;) {
+    if (registry[i].kind != kind || registry[i].key < lo || registry[i].key >= hi) continue;
+    registry[i] = registry[--registry_len];
     if (++removed == max) break;
   }
-  pthread_mutex_unlock(&ledger_lock);
+  pthread_mutex_unlock(&registry_lock);
   return removed;
 }
 
-static void ledger_remove(enum ledger_kind kind, uintptr_t key) {
-  ledger_remove_range(kind, key, key + 1, 1);
+static void registry_remove(enum registry_kind kind, uintptr_t key) {
+  registry_remove_range(kind, key, key + 1, 1);
 }
 
 void mori_shim_ledger(mori_shim_ledger_counts *out) {
-  long c[5] = {0};
-  pthread_mutex_lock(&ledger_lock);
-  for (size_t i = 0; i < ledger_len; i++) c[ledger[i].kind]++;
-  pthread_mutex_unlock(&ledger_lock);
-  out->handles = c[L_HANDLE];
-  out->reservations = c[L_RESERVATION];
-  out->mappings = c[L_MAPPING];
-  out->exported_fds = c[L_EXPORTED_FD];
-  out->device_allocs = c[L_DEVICE_ALLOC];
+  long c[KIND__COUNT] = {0};
+  pthread_mutex_lock(&registry_lock);
+  for (size_t i = 0; i < registry_len; i++) c[registry[i].kind]++;
+  pthread_mutex_unlock(&registry_lock);
+  out->handles = c[KIND_HANDLE];
+  out->reservations = c[KIND_RESERVATION];
+  out->mappings = c[KIND_MAPPING];
+  out->exported_fds = c[KIND_EXPORTED_FD];
+  out->device_allocs = c[KIND_DEVICE_ALLOC];
 }
 
 long mori_shim_ledger_total(void) {
-  pthread_mutex_lock(&ledger_lock);
-  long n = (long)ledger_len;
-  pthread_mutex_unlock(&ledger_lock);
+  pthread_mutex_lock(&registry_lock);
+  long n = (long)registry_len;
+  pthread_mutex_unlock(&registry_lock);
   return n;
 }
 
@@ -219,26 +232,26 @@ int mori_shim_runtime_fds(void) {
 }
 
 long mori_shim_ledger_report(FILE *out) {
-  pthread_mutex_lock(&ledger_lock);
-  long n = (long)ledger_len;
+  pthread_mutex_lock(&registry_lock);
+  long n = (long)registry_len;
   if (n == 0) {
     fprintf(out, "mori shim ledger: 0 leaks\n");
   } else {
     fprintf(out, "mori shim ledger: %ld leaks\n", n);
-    for (size_t i = 0; i < ledger_len; i++) {
-      const struct ledger_entry *e = &ledger[i];
-      if (e->kind == L_EXPORTED_FD)
-        fprintf(out, "  leak: %s %d\n", ledger_kind_names[e->kind], (int)e->key);
+    for (size_t i = 0; i < registry_len; i++) {
+      const struct registry_entry *e = &registry[i];
+      if (e->kind == KIND_EXPORTED_FD)
+        fprintf(out, "  leak: %s %d\n", kind_names[e->kind], (int)e->key);
       else
-        fprintf(out, "  leak: %s 0x%lx size %zu\n", ledger_kind_names[e->kind],
+        fprintf(out, "  leak: %s 0x%lx size %zu\n", kind_names[e->kind],
                 (unsigned long)e->key, e->size);
     }
   }
-  pthread_mutex_unlock(&ledger_lock);
+  pthread_mutex_unlock(&registry_lock);
   return n;
 }
 
-static void ledger_report_at_exit(void) { mori_shim_ledger_report(stderr); }
+static void registry_report_at_exit(void) { mori_shim_ledger_report(stderr); }
 
 /* ---- entry points ---- */
 
@@ -272,179 +285,46 @@ static hipError_t no_backend(const char *call) {
  * while another thread maps or grants access makes hipMemSetAccess fail with
  * hipErrorInvalidValue (mori #476; sim quirk concurrent-vmm).  The core runs
  * rendezvous of different blocks on different threads at once, so the seam
- * serialises the VMM calls themselves, each for the length of the runtime
- * call only; no wait on a peer, the store or a stream happens under it. */
+ * serialises the VMM calls themselves (the rows marked vmm), each for the
+ * length of the runtime call only; no wait on a peer, the store or a stream
+ * happens under it. */
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
-#define VMM_LOCKED(stmt)                                                            \
-  do {                                                                              \
-    pthread_mutex_lock(&vmm_lock);                                                  \
-    stmt;                                                                           \
-    pthread_mutex_unlock(&vmm_lock);                                                \
-  } while (0)
+#define SHIM_LOCK_vmm() pthread_mutex_lock(&vmm_lock)
+#define SHIM_UNLOCK_vmm() pthread_mutex_unlock(&vmm_lock)
+#define SHIM_LOCK_plain() (void)0
+#define SHIM_UNLOCK_plain() (void)0
 
-hipError_t mori_hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
-                             const hipMemAllocationProp *prop, unsigned long long flags) {
-  ENTER("hipMemCreate", mem_create);
-  hipError_t e;
-  VMM_LOCKED(e = B->mem_create(handle, size, prop, flags));
-  if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, size);
-  return leave("hipMemCreate", e);
-}
+/* The registry column of a row, once the call succeeded. */
+#define SHIM_REGISTRY(op, kind, key, size, when) SHIM_REGISTRY_##op(kind, key, size, when)
+#define SHIM_REGISTRY_none(kind, key, size, when) (void)0
+#define SHIM_REGISTRY_acquire(kind, key, size, when) \
+  if (when) registry_add(KIND_##kind, (uintptr_t)(key), (size))
+#define SHIM_REGISTRY_release(kind, key, size, when) \
+  if (when) registry_remove(KIND_##kind, (uintptr_t)(key))
+#define SHIM_REGISTRY_release_range(kind, lo, size, when) \
+  (void)registry_remove_range(KIND_##kind, (uintptr_t)(lo), (uintptr_t)(lo) + (size), 0)
 
-hipError_t mori_hipMemRelease(hipMemGenericAllocationHandle_t handle) {
-  ENTER("hipMemRelease", mem_release);
-  hipError_t e;
-  VMM_LOCKED(e = B->mem_release(handle));
-  if (e == hipSuccess) ledger_remove(L_HANDLE, (uintptr_t)handle);
-  return leave("hipMemRelease", e);
-}
-
-hipError_t mori_hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle,
-                                             void *addr) {
-  ENTER("hipMemRetainAllocationHandle", mem_retain);
-  hipError_t e;
-  VMM_LOCKED(e = B->mem_retain(handle, addr));
-  if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, 0);
-  return leave("hipMemRetainAllocationHandle", e);
-}
-
-hipError_t mori_hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
-                                     unsigned long long flags) {
-  ENTER("hipMemAddressReserve", address_reserve);
-  hipError_t e;
-  VMM_LOCKED(e = B->address_reserve(ptr, size, alignment, addr, flags));
-  if (e == hipSuccess) ledger_add(L_RESERVATION, (uintptr_t)*ptr, size);
-  return leave("hipMemAddressReserve", e);
-}
-
-hipError_t mori_hipMemAddressFree(void *ptr, size_t size) {
-  ENTER("hipMemAddressFree", address_free);
-  hipError_t e;
-  VMM_LOCKED(e = B->address_free(ptr, size));
-  if (e == hipSuccess) ledger_remove(L_RESERVATION, (uintptr_t)ptr);
-  return leave("hipMemAddressFree", e);
-}
-
-hipError_t mori_hipMemMap(void *ptr, size_t size, size_t offset,
-                          hipMemGenericAllocationHandle_t handle, unsigned long long flags) {
-  ENTER("hipMemMap", mem_map);
-  hipError_t e;
-  VMM_LOCKED(e = B->mem_map(ptr, size, offset, handle, flags));
-  if (e == hipSuccess) ledger_add(L_MAPPING, (uintptr_t)ptr, size);
-  return leave("hipMemMap", e);
-}
-
-hipError_t mori_hipMemUnmap(void *ptr, size_t size) {
-  ENTER("hipMemUnmap", mem_unmap);
-  hipError_t e;
-  VMM_LOCKED(e = B->mem_unmap(ptr, size));
-  if (e == hipSuccess)
-    ledger_remove_range(L_MAPPING, (uintptr_t)ptr, (uintptr_t)ptr + size, 0);
-  return leave("hipMemUnmap", e);
-}
-
-hipError_t mori_hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc,
-                                size_t count) {
-  ENTER("hipMemSetAccess", set_access);
-  hipError_t e;
-  VMM_LOCKED(e = B->set_access(ptr, size, desc, count));
-  return leave("hipMemSetAccess", e);
-}
-
-hipError_t mori_hipMemGetAllocationGranularity(size_t *granularity,
-                                               const hipMemAllocationProp *prop,
-                                               hipMemAllocationGranularity_flags option) {
-  ENTER("hipMemGetAllocationGranularity", granularity);
-  return leave("hipMemGetAllocationGranularity", B->granularity(granularity, prop, option));
-}
-
-hipError_t mori_hipMemExportToShareableHandle(void *shareableHandle,
-                                              hipMemGenericAllocationHandle_t handle,
-                                              hipMemAllocationHandleType handleType,
-                                              unsigned long long flags) {
-  ENTER("hipMemExportToShareableHandle", export_handle);
-  hipError_t e;
-  VMM_LOCKED(e = B->export_handle(shareableHandle, handle, handleType, flags));
-  if (e == hipSuccess && handleType == hipMemHandleTypePosixFileDescriptor)
-    ledger_add(L_EXPORTED_FD, (uintptr_t)*(int *)shareableHandle, 0);
-  return leave("hipMemExportToShareableHandle", e);
-}
-
-hipError_t mori_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
-                                                void *osHandle,
-                                                hipMemAllocationHandleType shHandleType) {
-  ENTER("hipMemImportFromShareableHandle", import_handle);
-  hipError_t e;
-  VMM_LOCKED(e = B->import_handle(handle, osHandle, shHandleType));
-  if (e == hipSuccess) ledger_add(L_HANDLE, (uintptr_t)*handle, 0);
-  return leave("hipMemImportFromShareableHandle", e);
-}
-
-hipError_t mori_hipMalloc(void **ptr, size_t size) {
-  ENTER("hipMalloc", malloc_);
-  hipError_t e = B->malloc_(ptr, size);
-  if (e == hipSuccess && *ptr != NULL) ledger_add(L_DEVICE_ALLOC, (uintptr_t)*ptr, size);
-  return leave("hipMalloc", e);
-}
-
-hipError_t mori_hipFree(void *ptr) {
-  ENTER("hipFree", free_);
-  hipError_t e = B->free_(ptr);
-  if (e == hipSuccess && ptr != NULL) ledger_remove(L_DEVICE_ALLOC, (uintptr_t)ptr);
-  return leave("hipFree", e);
-}
-
-hipError_t mori_hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
-  ENTER("hipMemcpy", memcpy_);
-  return leave("hipMemcpy", B->memcpy_(dst, src, size, kind));
-}
-
-hipError_t mori_hipMemset(void *dst, int value, size_t size) {
-  ENTER("hipMemset", memset_);
-  return leave("hipMemset", B->memset_(dst, value, size));
-}
-
-hipError_t mori_hipGetDevice(int *device) {
-  ENTER("hipGetDevice", get_device);
-  return leave("hipGetDevice", B->get_device(device));
-}
-
-hipError_t mori_hipSetDevice(int device) {
-  ENTER("hipSetDevice", set_device);
-  return leave("hipSetDevice", B->set_device(device));
-}
-
-hipError_t mori_hipGetDeviceCount(int *count) {
-  ENTER("hipGetDeviceCount", device_count);
-  return leave("hipGetDeviceCount", B->device_count(count));
-}
-
-hipError_t mori_hipMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-  ENTER("hipMemGetInfo", mem_get_info);
-  return leave("hipMemGetInfo", B->mem_get_info(free_bytes, total_bytes));
-}
-
-hipError_t mori_hipDeviceSynchronize(void) {
-  ENTER("hipDeviceSynchronize", device_sync);
-  return leave("hipDeviceSynchronize", B->device_sync());
-}
-
-hipError_t mori_hipStreamSynchronize(hipStream_t stream) {
-  ENTER("hipStreamSynchronize", stream_sync);
-  return leave("hipStreamSynchronize", B->stream_sync(stream));
-}
-
-hipError_t mori_hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
-                                      unsigned int flags) {
-  ENTER("hipStreamWriteValue32", write_value32);
-  return leave("hipStreamWriteValue32", B->write_value32(stream, ptr, value, flags));
-}
-
-hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
-                                     unsigned int flags, uint32_t mask) {
-  ENTER("hipStreamWaitValue32", wait_value32);
-  return leave("hipStreamWaitValue32", B->wait_value32(stream, ptr, value, flags, mask));
-}
+/* Every row's wrapper: bring the backend up, call its entry (under the VMM
+ * lock where the row says so), apply the row's registry change, store the
+ * result as the thread's last error.  Rows marked own are written below. */
+#define SHIM_WRAP(name, arity, params, args, registry, shim, spec, errors) \
+  SHIM_WRAP_##shim(name, params, args, registry)
+#define SHIM_WRAP_own(name, params, args, registry)
+#define SHIM_WRAP_vmm(name, params, args, registry) SHIM_FORWARD(vmm, name, params, args, registry)
+#define SHIM_WRAP_plain(name, params, args, registry) \
+  SHIM_FORWARD(plain, name, params, args, registry)
+#define SHIM_FORWARD(lock, name, params, args, registry) \
+  hipError_t mori_##name params {                         \
+    ENTER(#name, name);                                   \
+    SHIM_LOCK_##lock();                                   \
+    hipError_t e = B->name args;                          \
+    SHIM_UNLOCK_##lock();                                 \
+    if (e == hipSuccess) {                                \
+      SHIM_REGISTRY registry;                             \
+    }                                                     \
+    return leave(#name, e);                               \
+  }
+MORI_SHIM_HIP_CALLS(SHIM_WRAP)
 
 /* The contract both runtimes state: 1..255 operations, flags 0; the shim
  * takes the 32-bit ones. */
@@ -467,11 +347,11 @@ static hipError_t batch_contract(unsigned int count, const hipStreamBatchMemOpPa
 
 hipError_t mori_hipStreamBatchMemOp(hipStream_t stream, unsigned int count,
                                     hipStreamBatchMemOpParams *paramArray, unsigned int flags) {
-  ENTER("hipStreamBatchMemOp", write_value32);
+  ENTER("hipStreamBatchMemOp", hipStreamWriteValue32);
   hipError_t e = batch_contract(count, paramArray, flags);
   if (e != hipSuccess) return leave("hipStreamBatchMemOp", e);
-  if (B->batch_mem_op != NULL &&
-      (e = B->batch_mem_op(stream, count, paramArray, flags)) != hipErrorNotSupported)
+  if (B->hipStreamBatchMemOp != NULL &&
+      (e = B->hipStreamBatchMemOp(stream, count, paramArray, flags)) != hipErrorNotSupported)
     return leave("hipStreamBatchMemOp", e);
   /* No batch call in this runtime: one call per operation, in order. */
   detail_set = 0;
@@ -479,73 +359,12 @@ hipError_t mori_hipStreamBatchMemOp(hipStream_t stream, unsigned int count,
   for (unsigned int i = 0; i < count && e == hipSuccess; i++) {
     const hipStreamBatchMemOpParams *op = &paramArray[i];
     e = op->operation == hipStreamMemOpWaitValue32
-            ? B->wait_value32(stream, op->waitValue.address, op->waitValue.value,
+            ? B->hipStreamWaitValue32(stream, op->waitValue.address, op->waitValue.value,
                               op->waitValue.flags, 0xffffffffu)
-            : B->write_value32(stream, op->writeValue.address, op->writeValue.value,
+            : B->hipStreamWriteValue32(stream, op->writeValue.address, op->writeValue.value,
                                op->writeValue.flags);
   }
   return leave("hipStreamBatchMemOp", e);
-}
-
-hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device) {
-  ENTER("hipDeviceGetAttribute", device_attribute);
-  return leave("hipDeviceGetAttribute", B->device_attribute(value, attr, device));
-}
-
-hipError_t mori_hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
-  ENTER("hipStreamCreateWithFlags", stream_create);
-  return leave("hipStreamCreateWithFlags", B->stream_create(stream, flags));
-}
-
-hipError_t mori_hipStreamDestroy(hipStream_t stream) {
-  ENTER("hipStreamDestroy", stream_destroy);
-  return leave("hipStreamDestroy", B->stream_destroy(stream));
-}
-
-hipError_t mori_hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status) {
-  ENTER("hipStreamIsCapturing", stream_is_capturing);
-  return leave("hipStreamIsCapturing", B->stream_is_capturing(stream, status));
-}
-
-hipError_t mori_hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
-  ENTER("hipEventCreateWithFlags", event_create);
-  return leave("hipEventCreateWithFlags", B->event_create(event, flags));
-}
-
-hipError_t mori_hipEventRecord(hipEvent_t event, hipStream_t stream) {
-  ENTER("hipEventRecord", event_record);
-  return leave("hipEventRecord", B->event_record(event, stream));
-}
-
-hipError_t mori_hipEventQuery(hipEvent_t event) {
-  ENTER("hipEventQuery", event_query);
-  return leave("hipEventQuery", B->event_query(event));
-}
-
-hipError_t mori_hipEventSynchronize(hipEvent_t event) {
-  ENTER("hipEventSynchronize", event_sync);
-  return leave("hipEventSynchronize", B->event_sync(event));
-}
-
-hipError_t mori_hipEventDestroy(hipEvent_t event) {
-  ENTER("hipEventDestroy", event_destroy);
-  return leave("hipEventDestroy", B->event_destroy(event));
-}
-
-hipError_t mori_hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream) {
-  ENTER("hipMemsetAsync", memset_async);
-  return leave("hipMemsetAsync", B->memset_async(dst, value, size, stream));
-}
-
-hipError_t mori_hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
-                               hipStream_t stream) {
-  ENTER("hipMemcpyAsync", memcpy_async);
-  return leave("hipMemcpyAsync", B->memcpy_async(dst, src, size, kind, stream));
-}
-
-hipError_t mori_hipRuntimeGetVersion(int *version) {
-  ENTER("hipRuntimeGetVersion", runtime_version);
-  return leave("hipRuntimeGetVersion", B->runtime_version(version));
 }
 
 /* Returns the thread's last result and resets it, as HIP does; also clears
@@ -553,7 +372,7 @@ hipError_t mori_hipRuntimeGetVersion(int *version) {
 hipError_t mori_hipGetLastError(void) {
   hipError_t e = last_error;
   const struct mori__shim_backend *b = backend();
-  if (b != NULL && b->clear_last_error != NULL) (void)b->clear_last_error();
+  if (b != NULL && b->hipGetLastError != NULL) (void)b->hipGetLastError();
   last_error = hipSuccess;
   return e;
 }
@@ -561,7 +380,7 @@ hipError_t mori_hipGetLastError(void) {
 int mori_shim_runtime_version(void) {
   int v = 0;
   const struct mori__shim_backend *b = backend();
-  if (b == NULL || b->runtime_version(&v) != hipSuccess) return 0;
+  if (b == NULL || b->hipRuntimeGetVersion(&v) != hipSuccess) return 0;
   return v;
 }
 
@@ -616,6 +435,6 @@ MORI_SHIM_OS_CALLS(MORI_SHIM_OS_FORWARD)
 #undef MORI_SHIM_OS_FORWARD
 
 int mori_close(int fd) {
-  ledger_remove(L_EXPORTED_FD, (uintptr_t)(unsigned)fd);
+  registry_remove(KIND_EXPORTED_FD, (uintptr_t)(unsigned)fd);
   return close(fd);
 }

@@ -128,7 +128,7 @@ static mori__CUresult need_context(void) {
 static mori__CUresult check_device(int ordinal) {
   int count = 0;
   mori__CUresult r = need_init();
-  if (r == CU_OK) r = from_hip(mori__shim_sim.device_count(&count));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipGetDeviceCount(&count));
   if (r == CU_OK && (ordinal < 0 || ordinal >= count || ordinal >= MAX_DEVICES))
     r = MORI__CUDA_ERROR_INVALID_DEVICE;
   return r;
@@ -142,7 +142,7 @@ mori__CUresult cuDeviceGet(mori__CUdevice *device, int ordinal) {
 
 mori__CUresult cuDeviceGetCount(int *count) {
   mori__CUresult r = need_init();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.device_count(count));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipGetDeviceCount(count));
 }
 
 static const struct {
@@ -163,7 +163,7 @@ mori__CUresult cuDeviceGetAttribute(int *value, mori__CUdevice_attribute attr,
   mori__CUresult r = check_device(device);
   for (size_t i = 0; r == CU_OK && i < COUNT(attributes); i++)
     if (attributes[i].cu == attr)
-      return from_hip(mori__shim_sim.device_attribute(value, attributes[i].mori, device));
+      return from_hip(mori__shim_sim.hipDeviceGetAttribute(value, attributes[i].mori, device));
   return r != CU_OK ? r : MORI__CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -181,7 +181,7 @@ mori__CUresult cuCtxSetCurrent(mori__CUcontext ctx) {
   if (ctx != NULL && (ctx < primary || ctx >= primary + MAX_DEVICES))
     return MORI__CUDA_ERROR_INVALID_CONTEXT;
   current = ctx;
-  return ctx != NULL ? from_hip(mori__shim_sim.set_device(ctx->device)) : CU_OK;
+  return ctx != NULL ? from_hip(mori__shim_sim.hipSetDevice(ctx->device)) : CU_OK;
 }
 
 mori__CUresult cuCtxGetCurrent(mori__CUcontext *ctx) {
@@ -192,12 +192,12 @@ mori__CUresult cuCtxGetCurrent(mori__CUcontext *ctx) {
 
 mori__CUresult cuCtxSynchronize(void) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.device_sync());
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipDeviceSynchronize());
 }
 
 mori__CUresult cuStreamSynchronize(mori__CUstream stream) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.stream_sync((hipStream_t)(void *)stream));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipStreamSynchronize((hipStream_t)(void *)stream));
 }
 
 /* ---- VMM ---- */
@@ -250,21 +250,21 @@ mori__CUresult cuMemCreate(mori__CUmemGenericAllocationHandle *handle, size_t si
   if (r == CU_OK) r = to_hip_prop(prop, &p);
   if (r == CU_OK && p.requestedHandleType == hipMemHandleTypeFabric && !imex_domain())
     r = MORI__CUDA_ERROR_NOT_PERMITTED;
-  if (r == CU_OK) r = from_hip(mori__shim_sim.mem_create(&h, size, &p, flags));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipMemCreate(&h, size, &p, flags));
   if (r == CU_OK) *handle = (mori__CUmemGenericAllocationHandle)(uintptr_t)h;
   return r;
 }
 
 mori__CUresult cuMemRelease(mori__CUmemGenericAllocationHandle handle) {
   mori__CUresult r = need_init();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.mem_release(HIP_HANDLE(handle)));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipMemRelease(HIP_HANDLE(handle)));
 }
 
 mori__CUresult cuMemRetainAllocationHandle(mori__CUmemGenericAllocationHandle *handle,
                                            void *addr) {
   hipMemGenericAllocationHandle_t h = NULL;
   mori__CUresult r = need_init();
-  if (r == CU_OK) r = from_hip(mori__shim_sim.mem_retain(&h, addr));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipMemRetainAllocationHandle(&h, addr));
   if (r == CU_OK) *handle = (mori__CUmemGenericAllocationHandle)(uintptr_t)h;
   return r;
 }
@@ -274,27 +274,27 @@ mori__CUresult cuMemAddressReserve(mori__CUdeviceptr *ptr, size_t size, size_t a
   void *p = NULL;
   mori__CUresult r = need_init();
   if (r == CU_OK)
-    r = from_hip(mori__shim_sim.address_reserve(&p, size, alignment, PTR(addr), flags));
+    r = from_hip(mori__shim_sim.hipMemAddressReserve(&p, size, alignment, PTR(addr), flags));
   if (r == CU_OK) *ptr = (mori__CUdeviceptr)(uintptr_t)p;
   return r;
 }
 
 mori__CUresult cuMemAddressFree(mori__CUdeviceptr ptr, size_t size) {
   mori__CUresult r = need_init();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.address_free(PTR(ptr), size));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipMemAddressFree(PTR(ptr), size));
 }
 
 mori__CUresult cuMemMap(mori__CUdeviceptr ptr, size_t size, size_t offset,
                         mori__CUmemGenericAllocationHandle handle, unsigned long long flags) {
   mori__CUresult r = need_init();
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.mem_map(PTR(ptr), size, offset, HIP_HANDLE(handle),
+                    : from_hip(mori__shim_sim.hipMemMap(PTR(ptr), size, offset, HIP_HANDLE(handle),
                                                       flags));
 }
 
 mori__CUresult cuMemUnmap(mori__CUdeviceptr ptr, size_t size) {
   mori__CUresult r = need_init();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.mem_unmap(PTR(ptr), size));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipMemUnmap(PTR(ptr), size));
 }
 
 mori__CUresult cuMemSetAccess(mori__CUdeviceptr ptr, size_t size,
@@ -310,7 +310,7 @@ mori__CUresult cuMemSetAccess(mori__CUdeviceptr ptr, size_t size,
     d[i].location.id = desc[i].location.id;
     d[i].flags = (hipMemAccessFlags)desc[i].flags; /* same numbers */
   }
-  return r != CU_OK ? r : from_hip(mori__shim_sim.set_access(PTR(ptr), size, d, count));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipMemSetAccess(PTR(ptr), size, d, count));
 }
 
 mori__CUresult cuMemGetAllocationGranularity(size_t *granularity,
@@ -320,7 +320,7 @@ mori__CUresult cuMemGetAllocationGranularity(size_t *granularity,
   mori__CUresult r = need_init();
   if (r == CU_OK) r = to_hip_prop(prop, &p);
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.granularity(granularity, &p,
+                    : from_hip(mori__shim_sim.hipMemGetAllocationGranularity(granularity, &p,
                                                           (hipMemAllocationGranularity_flags)option));
 }
 
@@ -332,7 +332,7 @@ mori__CUresult cuMemExportToShareableHandle(void *shareable,
   mori__CUresult r = need_init();
   if (r == CU_OK) r = one_handle_type(type, &t);
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.export_handle(shareable, HIP_HANDLE(handle), t,
+                    : from_hip(mori__shim_sim.hipMemExportToShareableHandle(shareable, HIP_HANDLE(handle), t,
                                                             flags));
 }
 
@@ -354,7 +354,7 @@ mori__CUresult cuMemImportFromShareableHandle(mori__CUmemGenericAllocationHandle
       return MORI__CUDA_ERROR_INVALID_VALUE;
     }
   }
-  if (r == CU_OK) r = from_hip(mori__shim_sim.import_handle(&h, osHandle, t));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipMemImportFromShareableHandle(&h, osHandle, t));
   if (r == CU_OK) *handle = (mori__CUmemGenericAllocationHandle)(uintptr_t)h;
   return r;
 }
@@ -364,30 +364,30 @@ mori__CUresult cuMemImportFromShareableHandle(mori__CUmemGenericAllocationHandle
 mori__CUresult cuMemAlloc_v2(mori__CUdeviceptr *ptr, size_t size) {
   void *p = NULL;
   mori__CUresult r = need_context();
-  if (r == CU_OK) r = from_hip(mori__shim_sim.malloc_(&p, size));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipMalloc(&p, size));
   if (r == CU_OK) *ptr = (mori__CUdeviceptr)(uintptr_t)p;
   return r;
 }
 
 mori__CUresult cuMemFree_v2(mori__CUdeviceptr ptr) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.free_(PTR(ptr)));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipFree(PTR(ptr)));
 }
 
 mori__CUresult cuMemcpy(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_t size) {
   mori__CUresult r = need_context();
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.memcpy_(PTR(dst), PTR(src), size, hipMemcpyDefault));
+                    : from_hip(mori__shim_sim.hipMemcpy(PTR(dst), PTR(src), size, hipMemcpyDefault));
 }
 
 mori__CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.mem_get_info(free_bytes, total_bytes));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipMemGetInfo(free_bytes, total_bytes));
 }
 
 mori__CUresult cuMemsetD8_v2(mori__CUdeviceptr dst, unsigned char value, size_t count) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.memset_(PTR(dst), value, count));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipMemset(PTR(dst), value, count));
 }
 
 mori__CUresult cuStreamWriteValue32_v2(mori__CUstream stream, mori__CUdeviceptr addr,
@@ -396,7 +396,7 @@ mori__CUresult cuStreamWriteValue32_v2(mori__CUstream stream, mori__CUdeviceptr 
   if (r == CU_OK && flags != MORI__CU_STREAM_WRITE_VALUE_DEFAULT)
     r = MORI__CUDA_ERROR_INVALID_VALUE;
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.write_value32((hipStream_t)(void *)stream,
+                    : from_hip(mori__shim_sim.hipStreamWriteValue32((hipStream_t)(void *)stream,
                                                             PTR(addr), value, 0));
 }
 
@@ -406,7 +406,7 @@ mori__CUresult cuStreamWaitValue32_v2(mori__CUstream stream, mori__CUdeviceptr a
   mori__CUresult r = need_context();
   if (r == CU_OK && flags > MORI__CU_STREAM_WAIT_VALUE_NOR) r = MORI__CUDA_ERROR_INVALID_VALUE;
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.wait_value32((hipStream_t)(void *)stream, PTR(addr),
+                    : from_hip(mori__shim_sim.hipStreamWaitValue32((hipStream_t)(void *)stream, PTR(addr),
                                                            value, flags, 0xFFFFFFFFu));
 }
 
@@ -436,20 +436,20 @@ mori__CUresult cuStreamBatchMemOp_v2(mori__CUstream stream, unsigned int count,
 mori__CUresult cuStreamCreate(mori__CUstream *stream, unsigned int flags) {
   mori__CUresult r = need_context();
   hipStream_t s = NULL;
-  if (r == CU_OK) r = from_hip(mori__shim_sim.stream_create(&s, flags));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipStreamCreateWithFlags(&s, flags));
   if (r == CU_OK) *stream = (mori__CUstream)(void *)s;
   return r;
 }
 
 mori__CUresult cuStreamDestroy_v2(mori__CUstream stream) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.stream_destroy(HIP_STREAM(stream)));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipStreamDestroy(HIP_STREAM(stream)));
 }
 
 mori__CUresult cuStreamIsCapturing(mori__CUstream stream, mori__CUstreamCaptureStatus *status) {
   hipStreamCaptureStatus s = hipStreamCaptureStatusNone;
   mori__CUresult r = need_context();
-  if (r == CU_OK) r = from_hip(mori__shim_sim.stream_is_capturing(HIP_STREAM(stream), &s));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipStreamIsCapturing(HIP_STREAM(stream), &s));
   if (r == CU_OK) *status = (mori__CUstreamCaptureStatus)s;
   return r;
 }
@@ -457,7 +457,7 @@ mori__CUresult cuStreamIsCapturing(mori__CUstream stream, mori__CUstreamCaptureS
 mori__CUresult cuEventCreate(mori__CUevent *event, unsigned int flags) {
   mori__CUresult r = need_context();
   hipEvent_t e = NULL;
-  if (r == CU_OK) r = from_hip(mori__shim_sim.event_create(&e, flags));
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipEventCreateWithFlags(&e, flags));
   if (r == CU_OK) *event = (mori__CUevent)(void *)e;
   return r;
 }
@@ -465,29 +465,29 @@ mori__CUresult cuEventCreate(mori__CUevent *event, unsigned int flags) {
 mori__CUresult cuEventRecord(mori__CUevent event, mori__CUstream stream) {
   mori__CUresult r = need_context();
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.event_record(HIP_EVENT(event), HIP_STREAM(stream)));
+                    : from_hip(mori__shim_sim.hipEventRecord(HIP_EVENT(event), HIP_STREAM(stream)));
 }
 
 mori__CUresult cuEventQuery(mori__CUevent event) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.event_query(HIP_EVENT(event)));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipEventQuery(HIP_EVENT(event)));
 }
 
 mori__CUresult cuEventSynchronize(mori__CUevent event) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.event_sync(HIP_EVENT(event)));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipEventSynchronize(HIP_EVENT(event)));
 }
 
 mori__CUresult cuEventDestroy_v2(mori__CUevent event) {
   mori__CUresult r = need_context();
-  return r != CU_OK ? r : from_hip(mori__shim_sim.event_destroy(HIP_EVENT(event)));
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipEventDestroy(HIP_EVENT(event)));
 }
 
 mori__CUresult cuMemsetD8Async(mori__CUdeviceptr dst, unsigned char value, size_t count,
                                mori__CUstream stream) {
   mori__CUresult r = need_context();
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.memset_async(PTR(dst), value, count,
+                    : from_hip(mori__shim_sim.hipMemsetAsync(PTR(dst), value, count,
                                                            HIP_STREAM(stream)));
 }
 
@@ -495,6 +495,6 @@ mori__CUresult cuMemcpyAsync(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_
                              mori__CUstream stream) {
   mori__CUresult r = need_context();
   return r != CU_OK ? r
-                    : from_hip(mori__shim_sim.memcpy_async(PTR(dst), PTR(src), size,
+                    : from_hip(mori__shim_sim.hipMemcpyAsync(PTR(dst), PTR(src), size,
                                                            hipMemcpyDefault, HIP_STREAM(stream)));
 }

@@ -117,43 +117,43 @@ hipError_t hipGetLastError(void) {
 
 hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
                         const hipMemAllocationProp *prop, unsigned long long flags) {
-  SIM(mem_create, (handle, size, prop, flags));
+  SIM(hipMemCreate, (handle, size, prop, flags));
 }
 
-hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle) { SIM(mem_release, (handle)); }
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle) { SIM(hipMemRelease, (handle)); }
 
 hipError_t hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle, void *addr) {
-  SIM(mem_retain, (handle, addr));
+  SIM(hipMemRetainAllocationHandle, (handle, addr));
 }
 
 hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
                                 unsigned long long flags) {
-  SIM(address_reserve, (ptr, size, alignment, addr, flags));
+  SIM(hipMemAddressReserve, (ptr, size, alignment, addr, flags));
 }
 
-hipError_t hipMemAddressFree(void *ptr, size_t size) { SIM(address_free, (ptr, size)); }
+hipError_t hipMemAddressFree(void *ptr, size_t size) { SIM(hipMemAddressFree, (ptr, size)); }
 
 hipError_t hipMemMap(void *ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,
                      unsigned long long flags) {
-  SIM(mem_map, (ptr, size, offset, handle, flags));
+  SIM(hipMemMap, (ptr, size, offset, handle, flags));
 }
 
-hipError_t hipMemUnmap(void *ptr, size_t size) { SIM(mem_unmap, (ptr, size)); }
+hipError_t hipMemUnmap(void *ptr, size_t size) { SIM(hipMemUnmap, (ptr, size)); }
 
 hipError_t hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc, size_t count) {
-  SIM(set_access, (ptr, size, desc, count));
+  SIM(hipMemSetAccess, (ptr, size, desc, count));
 }
 
 hipError_t hipMemGetAllocationGranularity(size_t *granularity, const hipMemAllocationProp *prop,
                                           hipMemAllocationGranularity_flags option) {
-  SIM(granularity, (granularity, prop, option));
+  SIM(hipMemGetAllocationGranularity, (granularity, prop, option));
 }
 
 hipError_t hipMemExportToShareableHandle(void *shareableHandle,
                                          hipMemGenericAllocationHandle_t handle,
                                          hipMemAllocationHandleType handleType,
                                          unsigned long long flags) {
-  SIM(export_handle, (shareableHandle, handle, handleType, flags));
+  SIM(hipMemExportToShareableHandle, (shareableHandle, handle, handleType, flags));
 }
 
 static int is_open_fd(intptr_t v) { return v >= 0 && v <= INT_MAX && fcntl((int)v, F_GETFD) != -1; }
@@ -187,7 +187,7 @@ static hipError_t fd_from_os_handle(void **osHandle) {
 static hipError_t import_fd(hipMemGenericAllocationHandle_t *handle, int fd) {
   int tmp = fd == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 1) : fd;
   if (tmp < 0) return hipErrorOutOfMemory;
-  hipError_t e = mori__shim_sim.import_handle(handle, (void *)(intptr_t)tmp,
+  hipError_t e = mori__shim_sim.hipMemImportFromShareableHandle(handle, (void *)(intptr_t)tmp,
                                               hipMemHandleTypePosixFileDescriptor);
   if (tmp != fd) close(tmp);
   return e;
@@ -199,62 +199,62 @@ hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *hand
   hipError_t e = ready();
   if (e != hipSuccess || shHandleType != hipMemHandleTypePosixFileDescriptor)
     return done(e != hipSuccess ? e
-                                : mori__shim_sim.import_handle(handle, osHandle, shHandleType));
+                                : mori__shim_sim.hipMemImportFromShareableHandle(handle, osHandle, shHandleType));
   e = fd_from_os_handle(&osHandle);
   return done(e != hipSuccess ? e : import_fd(handle, (int)(intptr_t)osHandle));
 }
 
 /* ---- memory, devices, streams ---- */
 
-hipError_t hipMalloc(void **ptr, size_t size) { SIM(malloc_, (ptr, size)); }
-hipError_t hipFree(void *ptr) { SIM(free_, (ptr)); }
+hipError_t hipMalloc(void **ptr, size_t size) { SIM(hipMalloc, (ptr, size)); }
+hipError_t hipFree(void *ptr) { SIM(hipFree, (ptr)); }
 
 hipError_t hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
-  SIM(memcpy_, (dst, src, size, kind));
+  SIM(hipMemcpy, (dst, src, size, kind));
 }
 
-hipError_t hipMemset(void *dst, int value, size_t size) { SIM(memset_, (dst, value, size)); }
+hipError_t hipMemset(void *dst, int value, size_t size) { SIM(hipMemset, (dst, value, size)); }
 hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-  SIM(mem_get_info, (free_bytes, total_bytes));
+  SIM(hipMemGetInfo, (free_bytes, total_bytes));
 }
-hipError_t hipGetDevice(int *device) { SIM(get_device, (device)); }
-hipError_t hipSetDevice(int device) { SIM(set_device, (device)); }
-hipError_t hipGetDeviceCount(int *count) { SIM(device_count, (count)); }
-hipError_t hipDeviceSynchronize(void) { SIM(device_sync, ()); }
-hipError_t hipStreamSynchronize(hipStream_t stream) { SIM(stream_sync, (stream)); }
+hipError_t hipGetDevice(int *device) { SIM(hipGetDevice, (device)); }
+hipError_t hipSetDevice(int device) { SIM(hipSetDevice, (device)); }
+hipError_t hipGetDeviceCount(int *count) { SIM(hipGetDeviceCount, (count)); }
+hipError_t hipDeviceSynchronize(void) { SIM(hipDeviceSynchronize, ()); }
+hipError_t hipStreamSynchronize(hipStream_t stream) { SIM(hipStreamSynchronize, (stream)); }
 
 hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
                                  unsigned int flags) {
-  SIM(write_value32, (stream, ptr, value, flags));
+  SIM(hipStreamWriteValue32, (stream, ptr, value, flags));
 }
 
 hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags,
                                 uint32_t mask) {
-  SIM(wait_value32, (stream, ptr, value, flags, mask));
+  SIM(hipStreamWaitValue32, (stream, ptr, value, flags, mask));
 }
 
 hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
-  SIM(stream_create, (stream, flags));
+  SIM(hipStreamCreateWithFlags, (stream, flags));
 }
-hipError_t hipStreamDestroy(hipStream_t stream) { SIM(stream_destroy, (stream)); }
+hipError_t hipStreamDestroy(hipStream_t stream) { SIM(hipStreamDestroy, (stream)); }
 hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status) {
-  SIM(stream_is_capturing, (stream, status));
+  SIM(hipStreamIsCapturing, (stream, status));
 }
 hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
-  SIM(event_create, (event, flags));
+  SIM(hipEventCreateWithFlags, (event, flags));
 }
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
-  SIM(event_record, (event, stream));
+  SIM(hipEventRecord, (event, stream));
 }
-hipError_t hipEventQuery(hipEvent_t event) { SIM(event_query, (event)); }
-hipError_t hipEventSynchronize(hipEvent_t event) { SIM(event_sync, (event)); }
-hipError_t hipEventDestroy(hipEvent_t event) { SIM(event_destroy, (event)); }
+hipError_t hipEventQuery(hipEvent_t event) { SIM(hipEventQuery, (event)); }
+hipError_t hipEventSynchronize(hipEvent_t event) { SIM(hipEventSynchronize, (event)); }
+hipError_t hipEventDestroy(hipEvent_t event) { SIM(hipEventDestroy, (event)); }
 hipError_t hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream) {
-  SIM(memset_async, (dst, value, size, stream));
+  SIM(hipMemsetAsync, (dst, value, size, stream));
 }
 hipError_t hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
                           hipStream_t stream) {
-  SIM(memcpy_async, (dst, src, size, kind, stream));
+  SIM(hipMemcpyAsync, (dst, src, size, kind, stream));
 }
 
 /* Fills the name and the multiprocessor count, the fields the backend
@@ -264,7 +264,7 @@ hipError_t hipGetDevicePropertiesR0600(void *props, int device) {
   hipError_t e = ready();
   if (e == hipSuccess && props == NULL) e = hipErrorInvalidValue;
   if (e == hipSuccess)
-    e = mori__shim_sim.device_attribute(&count, moriDeviceAttributeMultiprocessorCount, device);
+    e = mori__shim_sim.hipDeviceGetAttribute(&count, moriDeviceAttributeMultiprocessorCount, device);
   if (e != hipSuccess) return done(e);
   unsigned char *p = props;
   memset(p, 0, R0600_MULTIPROCESSOR_COUNT + sizeof count);
@@ -277,9 +277,9 @@ hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int device) {
   int bus = 0, dev = 0;
   hipError_t e = ready();
   if (e == hipSuccess && (pciBusId == NULL || len <= 0)) e = hipErrorInvalidValue;
-  if (e == hipSuccess) e = mori__shim_sim.device_attribute(&bus, moriDeviceAttributePciBusId, device);
+  if (e == hipSuccess) e = mori__shim_sim.hipDeviceGetAttribute(&bus, moriDeviceAttributePciBusId, device);
   if (e == hipSuccess)
-    e = mori__shim_sim.device_attribute(&dev, moriDeviceAttributePciDeviceId, device);
+    e = mori__shim_sim.hipDeviceGetAttribute(&dev, moriDeviceAttributePciDeviceId, device);
   if (e == hipSuccess && snprintf(pciBusId, (size_t)len, "0000:%02x:%02x.0", bus, dev) >= len)
     e = hipErrorInvalidValue;
   return done(e);

@@ -230,6 +230,29 @@ static int interior(const mori_rank_ctx *ctx, outcome *o) {
   return 0;
 }
 
+/* cycles: what `mori-symm cycles` does, twice: alloc -> rendezvous ->
+ * barrier -> free, with the device memory in use read (hipMemGetInfo)
+ * before and after; none of it may stay in use. */
+static const meeting cycles_plan[] = {{"cycles", 0}, {"cycles", 0}, {NULL, 0}};
+static int cycles(const mori_rank_ctx *ctx, outcome *o) {
+  size_t free_before = 0, free_after = 0, total = 0;
+  HIP_STEP(o, mori_hipMemGetInfo(&free_before, &total), "memory_before", "hipMemGetInfo");
+  for (int i = 0; i < 2; i++) {
+    void *base = NULL;
+    mori_window *w = NULL;
+    STEP(o, mori_symm_alloc(MiB, ctx->rank, &base), "alloc");
+    MEET(o, mori_symm_rendezvous(base, "cycles", ctx->rank, ctx->world, ctx->store, &w, NULL),
+         "rendezvous");
+    STEP(o, mori_window_barrier(w, 0, NULL, 0), "barrier");
+    STEP(o, mori_symm_free(base), "free");
+  }
+  HIP_STEP(o, mori_hipMemGetInfo(&free_after, &total), "memory_after", "hipMemGetInfo");
+  if (free_after < free_before)
+    return check_failed(o, "memory_after", "%zu bytes of device memory still in use",
+                        free_before - free_after);
+  return 0;
+}
+
 /* Whatever the steps left (a rank that failed keeps its blocks): the
  * library's own teardown, a step of its own. */
 #define STEP_TEARDOWN(o)                                                             \
@@ -294,6 +317,9 @@ const fi_scenario fi_scenarios[] = {
     {"interior", "MemPool-style: two blocks allocated on a stream, rendezvous on interior "
                  "pointers, offsets and data checked",
      interior, interior_plan, FI_TWIST_NONE},
+    {"cycles", "alloc -> rendezvous -> barrier -> free twice, the device memory in use read "
+               "(hipMemGetInfo) before and after",
+     cycles, cycles_plan, FI_TWIST_NONE},
     {"selftest-leak", "(the sweep's own test) basic; a fault at hipMemMap leaks an fd", basic,
      basic_plan, FI_TWIST_LEAK},
     {"selftest-crash", "(the sweep's own test) basic; a fault at hipMemMap crashes the rank",

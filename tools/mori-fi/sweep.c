@@ -801,7 +801,10 @@ static int list(void) {
   return 0;
 }
 
-static void summary(const options *o, const tally *t, long sites, double t0) {
+/* per_call: the call sites of each function over every rank (what was
+ * swept, so that a sweep shows which calls of the seam it reached). */
+static void summary(const options *o, const tally *t, const long *per_call, long sites,
+                    double t0) {
   const char *arch = getenv("MORI_SIM_ARCH"), *quirks = getenv("MORI_SIM_QUIRKS");
   printf("sweep: %ld runs absorbed the fault (the rank succeeded); %ld probes took it as an "
          "answer (the rendezvous found the mismatch); %ld peers could not be told (the faulted "
@@ -814,6 +817,10 @@ static void summary(const options *o, const tally *t, long sites, double t0) {
     if (o->classes & (1 << c))
       printf(" %s=%ld/%ld", class_names[c], t->injected_by_class[c], t->by_class[c]);
   printf(" (injected/runs), %ld call sites\n", sites);
+  printf("sweep: calls swept (call sites):");
+  for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
+    if (per_call[c]) printf(" %s=%ld", mori_fi_call_name(c), per_call[c]);
+  printf("\n");
   printf("sweep: scenario=%s ranks=%d runs=%ld injected=%ld crashes=%ld hangs=%ld leaks=%ld "
          "unnamed=%ld late=%ld peers=%ld broken=%ld unretried=%ld\n",
          o->scenario->name, o->ranks, t->runs, t->injected, t->crashes, t->hangs, t->leaks,
@@ -858,11 +865,14 @@ int fi_cmd_sweep(int argc, char **argv) {
   double t0 = now_s();
   rc = counts ? baseline(&o, counts) : -1;
   if (rc == 0 && (sites = build_sites(&o, counts, &total)) == NULL) rc = -1;
-  long nsites = 0;
+  long nsites = 0, per_call[MORI_FI_CALL__COUNT] = {0};
   for (int r = 0; rc == 0 && r < o.ranks; r++)
     for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
-      if (o.classes & (1 << class_of(c)))
-        nsites += counts[r][c] < o.max_per_call ? counts[r][c] : o.max_per_call;
+      if (o.classes & (1 << class_of(c))) {
+        long n = counts[r][c] < o.max_per_call ? counts[r][c] : o.max_per_call;
+        per_call[c] += n;
+        nsites += n;
+      }
   if (rc == 0) {
     printf("sweep: scenario %s, %d ranks, %ld call sites, %ld runs, %d jobs\n", o.scenario->name,
            o.ranks, nsites, total, o.jobs);
@@ -873,7 +883,7 @@ int fi_cmd_sweep(int argc, char **argv) {
   free(counts);
   free(sites);
   if (rc != 0) return 2;
-  summary(&o, &t, nsites, t0);
+  summary(&o, &t, per_call, nsites, t0);
   return t.crashes || t.hangs || t.leaks || t.unnamed || t.late || t.peers || t.broken ||
                  t.unretried
              ? 1

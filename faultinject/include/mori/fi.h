@@ -13,26 +13,56 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mori/fi_calls.h"
 #include "mori/hip_shim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- the calls ---- */
+/* ---- the calls ----
+ *
+ * Every call of the seam, from the shim's own lists (hip_shim.h): the
+ * runtime calls (MORI_SHIM_HIP_CALLS, whose rows also give each call's
+ * trace layout, what it does to the resource registry and the errors it
+ * can return) and the OS calls (MORI_SHIM_OS_CALLS, plus close, which the
+ * shim declares apart because an exported fd leaves its registry there).
+ * The fault shim wraps every one of them.  OS calls fail the way libc does
+ * (-1 and errno, or NULL), carry no hipError_t and take no global call
+ * index: how often a nonblocking recvmsg finds the queue empty, or a store
+ * read polls for a key, is timing.
+ *
+ * A runtime call's trace layout (its spec column) is one "key:kind" per
+ * parameter, in order: the key it has in a trace line and how its value is
+ * written there.  Kind '-' marks a parameter a trace leaves out because its
+ * value is a fact of one runtime (versions, attribute values), or a list
+ * the format has no word for (a batch's operations).
+ *
+ * Kinds: H out handle (new symbol hN)   h handle (hN, 0)
+ *        R out reservation (rN)         M out device allocation (dN)
+ *        a address (rN+0xOFF, dN+0xOFF, host, 0)
+ *        z size  u unsigned  i int      Z out size
+ *        P allocation prop (alloc/handletype/device)
+ *        D access descriptor (access/device)
+ *        t handle type (posix_fd, fabric, none, or a number)
+ *        X export output (fdN or fabric)   O import input (fdN, fabric, other)
+ *        s stream (0 or sN)                F fd list (fdN,fdM or none)
+ *        f fd (fdN or other)
+ * The kinds of a handle or fd that comes out of a call name a new symbol;
+ * the sizes the symbol covers come from the first 'z' of the same row. */
+#define MORI_FI_OS_CALLS(X) MORI_SHIM_OS_CALLS(X) X(int, close, (int fd), (fd))
 
 typedef enum mori_fi_call {
-#define MORI_FI__ENUM_HIP(name, arity, params, args, spec) MORI_FI_CALL_##name,
+#define MORI_FI__ENUM_HIP(name, arity, params, args, registry, shim, spec, errors) \
+  MORI_FI_CALL_##name,
 #define MORI_FI__ENUM_OS(ret, name, params, args) MORI_FI_CALL_##name,
-  MORI_FI_HIP_CALLS(MORI_FI__ENUM_HIP) MORI_FI_OS_CALLS(MORI_FI__ENUM_OS) MORI_FI_CALL__COUNT
+  MORI_SHIM_HIP_CALLS(MORI_FI__ENUM_HIP) MORI_FI_OS_CALLS(MORI_FI__ENUM_OS) MORI_FI_CALL__COUNT
 #undef MORI_FI__ENUM_HIP
 #undef MORI_FI__ENUM_OS
 } mori_fi_call;
 
 /* Runtime calls come first; each of them takes a global call index. */
-#define MORI_FI__ONE_HIP(name, arity, params, args, spec) +1
-enum { MORI_FI_CALL__HIP_COUNT = 0 MORI_FI_HIP_CALLS(MORI_FI__ONE_HIP) };
+#define MORI_FI__ONE_HIP(name, arity, params, args, registry, shim, spec, errors) +1
+enum { MORI_FI_CALL__HIP_COUNT = 0 MORI_SHIM_HIP_CALLS(MORI_FI__ONE_HIP) };
 #undef MORI_FI__ONE_HIP
 #define mori_fi_call_is_hip(c) ((int)(c) >= 0 && (int)(c) < (int)MORI_FI_CALL__HIP_COUNT)
 #define mori_fi_call_is_os(c) \
@@ -40,13 +70,14 @@ enum { MORI_FI_CALL__HIP_COUNT = 0 MORI_FI_HIP_CALLS(MORI_FI__ONE_HIP) };
 
 /* "hipMemMap", "openat", "malloc"; NULL out of range. */
 const char *mori_fi_call_name(int call);
-/* The row's "key:kind ..." layout (fi_calls.h); "" for an OS call that
+/* The row's "key:kind ..." layout (the spec column); "" for an OS call that
  * traces do not record (only the datagrams and closes carry fds). */
 const char *mori_fi_call_spec(int call);
 /* By name, with or without the mori_ prefix of the exported symbol; -1 if
  * none. */
 int mori_fi_call_find(const char *name, size_t len);
-/* Calls that give a resource back: a failure there leaves it live. */
+/* Calls that give a resource back (their registry column releases): a
+ * failure there leaves it live. */
 int mori_fi_call_releases(int call);
 /* What the call can really return when it fails, most likely first:
  * hipError_t values for a runtime call, errno values for an OS call (an

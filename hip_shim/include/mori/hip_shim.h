@@ -232,76 +232,193 @@ MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.address) == 8, 
 MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.value) == 16, "ABI");
 MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.flags) == 24, "ABI");
 
-/* ---- the shim's functions (one per HIP call; same contract as HIP) ---- */
+/* ---- the runtime calls of the seam: one list ----
+ *
+ * Every runtime call is one row of MORI_SHIM_HIP_CALLS, as every OS call is
+ * a row of MORI_SHIM_OS_CALLS below (SQLite's aSyscall[] is the model).
+ * Everything else that names a call is generated from the rows: the
+ * mori_hip* prototypes (below), the backends' table (shim_internal.h), the
+ * shim's forwarding wrappers (shim.c), and the fault shim's wrappers, call
+ * enum, trace layouts and error sets (faultinject/).  A row added here is
+ * declared, forwarded, injectable and swept at once; a backend that leaves
+ * its entry NULL answers hipErrorNotSupported.  Same contract as HIP; every
+ * call returns hipError_t.
+ *
+ * X(name, arity, params, args, registry, shim, spec, errors)
+ *   name      the HIP name; exported as mori_<name>
+ *   arity     how many parameters (the fault shim keeps them for traces)
+ *   params    the parameter list; args: the same names, as a call passes them
+ *   registry  what a successful call does to the shim's resource registry
+ *             (mori_shim_registry()), one of
+ *               (acquire, KIND, key, size, when)   adds one entry, if `when`
+ *               (release, KIND, key, 0, when)      removes the entry of key
+ *               (release_range, KIND, lo, size, 1) every entry in [lo, lo+size)
+ *               (none, NONE, 0, 0, 0)
+ *             KIND: HANDLE, RESERVATION, MAPPING, EXPORTED_FD, DEVICE_ALLOC.
+ *             A call that releases leaves its resource live when it fails:
+ *             the fault shim counts those (mori_fi_refused).
+ *   shim      how shim.c forwards it: vmm (the backend's entry, under the
+ *             process-wide VMM lock: mori #476), plain (the backend's entry),
+ *             own (shim.c writes the wrapper itself)
+ *   spec      how a trace writes each parameter, "key:kind ..." (the kinds
+ *             are the trace format's, listed in faultinject's fi.h)
+ *   errors    what the call really returns when it fails, most likely first:
+ *             the fault shim fails it with these (sources in
+ *             docs/fault-injection.md)
+ */
+#define MORI_SHIM_HIP_CALLS(X)                                                            \
+  X(hipMemCreate, 4,                                                                      \
+    (hipMemGenericAllocationHandle_t * handle, size_t size, const hipMemAllocationProp *prop, \
+     unsigned long long flags),                                                           \
+    (handle, size, prop, flags), (acquire, HANDLE, *handle, size, 1), vmm,                 \
+    "out:H size:z prop:P flags:u",                                                        \
+    (hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorNotSupported, hipErrorUnknown))   \
+  X(hipMemRelease, 1, (hipMemGenericAllocationHandle_t handle), (handle),                 \
+    (release, HANDLE, handle, 0, 1), vmm, "handle:h", (hipErrorInvalidValue, hipErrorUnknown)) \
+  X(hipMemRetainAllocationHandle, 2, (hipMemGenericAllocationHandle_t * handle, void *addr), \
+    (handle, addr), (acquire, HANDLE, *handle, 0, 1), vmm, "out:H addr:a",                \
+    (hipErrorInvalidValue, hipErrorUnknown))                                              \
+  X(hipMemAddressReserve, 5,                                                              \
+    (void **ptr, size_t size, size_t alignment, void *addr, unsigned long long flags),    \
+    (ptr, size, alignment, addr, flags), (acquire, RESERVATION, *ptr, size, 1), vmm,       \
+    "out:R size:z align:z hint:a flags:u",                                                \
+    (hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown))                         \
+  X(hipMemAddressFree, 2, (void *ptr, size_t size), (ptr, size),                          \
+    (release, RESERVATION, ptr, 0, 1), vmm, "addr:a size:z",                              \
+    (hipErrorInvalidValue, hipErrorUnknown))                                              \
+  X(hipMemMap, 5,                                                                         \
+    (void *ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,       \
+     unsigned long long flags),                                                           \
+    (ptr, size, offset, handle, flags), (acquire, MAPPING, ptr, size, 1), vmm,             \
+    "addr:a size:z offset:z handle:h flags:u",                                            \
+    (hipErrorOutOfMemory, hipErrorMapFailed, hipErrorInvalidValue, hipErrorNotSupported,  \
+     hipErrorUnknown))                                                                    \
+  /* every mapping inside the range: an unmap may cover several (the sim   \
+   * refuses that unless its quirk is off; the registry follows the call) */ \
+  X(hipMemUnmap, 2, (void *ptr, size_t size), (ptr, size),                                \
+    (release_range, MAPPING, ptr, size, 1), vmm, "addr:a size:z",                         \
+    (hipErrorUnmapFailed, hipErrorInvalidValue, hipErrorUnknown))                         \
+  X(hipMemSetAccess, 4, (void *ptr, size_t size, const hipMemAccessDesc *desc, size_t count), \
+    (ptr, size, desc, count), (none, NONE, 0, 0, 0), vmm, "addr:a size:z desc:D count:z", \
+    (hipErrorInvalidValue, hipErrorOutOfMemory, hipErrorNotSupported, hipErrorUnknown))   \
+  X(hipMemGetAllocationGranularity, 3,                                                    \
+    (size_t * granularity, const hipMemAllocationProp *prop,                              \
+     hipMemAllocationGranularity_flags option),                                           \
+    (granularity, prop, option), (none, NONE, 0, 0, 0), plain, "out:Z prop:P option:u",   \
+    (hipErrorInvalidValue, hipErrorNotSupported))                                         \
+  /* POSIX fd: shareableHandle points to an int that receives a new fd (an \
+   * exported fd leaves the registry at mori_close); fabric: it points to a \
+   * hipMemFabricHandle_t */                                                              \
+  X(hipMemExportToShareableHandle, 4,                                                     \
+    (void *shareableHandle, hipMemGenericAllocationHandle_t handle,                       \
+     hipMemAllocationHandleType handleType, unsigned long long flags),                    \
+    (shareableHandle, handle, handleType, flags),                                         \
+    (acquire, EXPORTED_FD, *(int *)shareableHandle, 0,                                    \
+     handleType == hipMemHandleTypePosixFileDescriptor),                                  \
+    vmm, "out:X handle:h type:t flags:u",                                                 \
+    (hipErrorInvalidValue, hipErrorNotSupported, hipErrorOutOfMemory, hipErrorUnknown))   \
+  /* The shim's convention whatever the ROCm version: a POSIX fd by value,  \
+   * (void *)(intptr_t)fd (the hip backend converts for ROCm < 7.1, which \
+   * takes a pointer to it), a fabric handle by pointer to its 64 bytes.  \
+   * The caller keeps ownership of the fd. */                                             \
+  X(hipMemImportFromShareableHandle, 3,                                                   \
+    (hipMemGenericAllocationHandle_t * handle, void *osHandle,                            \
+     hipMemAllocationHandleType shHandleType),                                            \
+    (handle, osHandle, shHandleType), (acquire, HANDLE, *handle, 0, 1), vmm,               \
+    "out:H os:O type:t",                                                                  \
+    (hipErrorInvalidValue, hipErrorOutOfMemory, hipErrorNotSupported, hipErrorUnknown))   \
+  X(hipMalloc, 2, (void **ptr, size_t size), (ptr, size),                                 \
+    (acquire, DEVICE_ALLOC, *ptr, size, *ptr != NULL), plain, "out:M size:z",             \
+    (hipErrorOutOfMemory, hipErrorUnknown))                                               \
+  X(hipFree, 1, (void *ptr), (ptr), (release, DEVICE_ALLOC, ptr, 0, ptr != NULL), plain,  \
+    "addr:a", (hipErrorInvalidValue, hipErrorUnknown))                                    \
+  X(hipMemcpy, 4, (void *dst, const void *src, size_t size, hipMemcpyKind kind),          \
+    (dst, src, size, kind), (none, NONE, 0, 0, 0), plain, "dst:a src:a size:z kind:u",     \
+    (hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown))                      \
+  X(hipMemset, 3, (void *dst, int value, size_t size), (dst, value, size),                \
+    (none, NONE, 0, 0, 0), plain, "dst:a value:i size:z",                                 \
+    (hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown))                         \
+  X(hipGetDevice, 1, (int *device), (device), (none, NONE, 0, 0, 0), plain, "out:-",      \
+    (hipErrorNotInitialized, hipErrorUnknown))                                            \
+  X(hipSetDevice, 1, (int device), (device), (none, NONE, 0, 0, 0), plain, "device:i",    \
+    (hipErrorInvalidDevice, hipErrorNotInitialized))                                      \
+  X(hipGetDeviceCount, 1, (int *count), (count), (none, NONE, 0, 0, 0), plain, "out:-",   \
+    (hipErrorNotInitialized, hipErrorUnknown))                                            \
+  X(hipMemGetInfo, 2, (size_t * free_bytes, size_t * total_bytes), (free_bytes, total_bytes), \
+    (none, NONE, 0, 0, 0), plain, "free:- total:-",                                          \
+    (hipErrorInvalidValue, hipErrorInvalidDevice))                                        \
+  X(hipDeviceSynchronize, 0, (void), (), (none, NONE, 0, 0, 0), plain, "",                \
+    (hipErrorLaunchFailure, hipErrorIllegalAddress, hipErrorUnknown))                     \
+  X(hipStreamSynchronize, 1, (hipStream_t stream), (stream), (none, NONE, 0, 0, 0), plain, \
+    "stream:s", (hipErrorLaunchFailure, hipErrorIllegalAddress, hipErrorUnknown))         \
+  X(hipStreamWriteValue32, 4, (hipStream_t stream, void *ptr, uint32_t value, unsigned int flags), \
+    (stream, ptr, value, flags), (none, NONE, 0, 0, 0), plain,                            \
+    "stream:s addr:a value:u flags:u",                                                    \
+    (hipErrorInvalidValue, hipErrorNotSupported, hipErrorUnknown))                        \
+  X(hipStreamWaitValue32, 5,                                                              \
+    (hipStream_t stream, void *ptr, uint32_t value, unsigned int flags, uint32_t mask),   \
+    (stream, ptr, value, flags, mask), (none, NONE, 0, 0, 0), plain,                      \
+    "stream:s addr:a value:u flags:u mask:u",                                             \
+    (hipErrorInvalidValue, hipErrorNotSupported, hipErrorUnknown))                        \
+  /* count (1..MORI_HIP_BATCH_MAX) 32-bit waits and writes in one call, in \
+   * order; flags 0.  Where the runtime has no batch call (the backend's   \
+   * entry NULL or answering hipErrorNotSupported) the shim runs them one  \
+   * by one (the same stream semantics, a call each) and stops at the first \
+   * that fails.  A trace line leaves the operations out. */                              \
+  X(hipStreamBatchMemOp, 4,                                                               \
+    (hipStream_t stream, unsigned int count, hipStreamBatchMemOpParams *paramArray,       \
+     unsigned int flags),                                                                 \
+    (stream, count, paramArray, flags), (none, NONE, 0, 0, 0), own,                       \
+    "stream:s count:u ops:- flags:u",                                                     \
+    (hipErrorInvalidValue, hipErrorNotSupported, hipErrorUnknown))                        \
+  X(hipDeviceGetAttribute, 3, (int *value, hipDeviceAttribute_t attr, int device),        \
+    (value, attr, device), (none, NONE, 0, 0, 0), plain, "out:- attr:u device:i",         \
+    (hipErrorInvalidValue, hipErrorInvalidDevice))                                        \
+  /* The thread's last result, reset by the call, as HIP's; it also clears  \
+   * the runtime's own sticky error (the backend's entry is the runtime's  \
+   * hipGetLastError, NULL where there is none), and answers without a     \
+   * backend. */                                                                          \
+  X(hipGetLastError, 0, (void), (), (none, NONE, 0, 0, 0), own, "", (hipErrorUnknown))    \
+  X(hipRuntimeGetVersion, 1, (int *version), (version), (none, NONE, 0, 0, 0), plain,     \
+    "out:-", (hipErrorNotInitialized))                                                    \
+  /* Streams, events and stream-ordered fills and copies: what the signals' \
+   * watchdog and the allocation path need to stay off the host's critical \
+   * path.  hipEventQuery returns hipErrorNotReady while the work before   \
+   * the event is pending (an answer, not a failure).  A trace writes      \
+   * events and created streams as '-': it names a stream where it is      \
+   * used (sN), and a replay runs stream work on the default stream. */                   \
+  X(hipStreamCreateWithFlags, 2, (hipStream_t * stream, unsigned int flags), (stream, flags), \
+    (none, NONE, 0, 0, 0), plain, "out:- flags:u", (hipErrorOutOfMemory, hipErrorInvalidValue)) \
+  X(hipStreamDestroy, 1, (hipStream_t stream), (stream), (none, NONE, 0, 0, 0), plain,    \
+    "stream:s", (hipErrorInvalidHandle, hipErrorUnknown))                                 \
+  X(hipStreamIsCapturing, 2, (hipStream_t stream, hipStreamCaptureStatus * status),       \
+    (stream, status), (none, NONE, 0, 0, 0), plain, "stream:s out:-",                     \
+    (hipErrorInvalidValue, hipErrorInvalidHandle))                                        \
+  X(hipEventCreateWithFlags, 2, (hipEvent_t * event, unsigned int flags), (event, flags), \
+    (none, NONE, 0, 0, 0), plain, "out:- flags:u", (hipErrorOutOfMemory, hipErrorInvalidValue)) \
+  X(hipEventRecord, 2, (hipEvent_t event, hipStream_t stream), (event, stream),           \
+    (none, NONE, 0, 0, 0), plain, "event:- stream:s",                                     \
+    (hipErrorInvalidHandle, hipErrorInvalidValue, hipErrorUnknown))                       \
+  X(hipEventQuery, 1, (hipEvent_t event), (event), (none, NONE, 0, 0, 0), plain, "event:-", \
+    (hipErrorInvalidHandle, hipErrorLaunchFailure, hipErrorUnknown))                      \
+  X(hipEventSynchronize, 1, (hipEvent_t event), (event), (none, NONE, 0, 0, 0), plain,    \
+    "event:-", (hipErrorLaunchFailure, hipErrorInvalidHandle, hipErrorUnknown))           \
+  X(hipEventDestroy, 1, (hipEvent_t event), (event), (none, NONE, 0, 0, 0), plain,        \
+    "event:-", (hipErrorInvalidHandle, hipErrorUnknown))                                  \
+  X(hipMemsetAsync, 4, (void *dst, int value, size_t size, hipStream_t stream),           \
+    (dst, value, size, stream), (none, NONE, 0, 0, 0), plain,                             \
+    "dst:a value:i size:z stream:s",                                                      \
+    (hipErrorOutOfMemory, hipErrorInvalidValue, hipErrorUnknown))                         \
+  X(hipMemcpyAsync, 5,                                                                    \
+    (void *dst, const void *src, size_t size, hipMemcpyKind kind, hipStream_t stream),    \
+    (dst, src, size, kind, stream), (none, NONE, 0, 0, 0), plain,                         \
+    "dst:a src:a size:z kind:u stream:s",                                                 \
+    (hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown))
 
-hipError_t mori_hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
-                             const hipMemAllocationProp *prop, unsigned long long flags);
-hipError_t mori_hipMemRelease(hipMemGenericAllocationHandle_t handle);
-hipError_t mori_hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle,
-                                             void *addr);
-hipError_t mori_hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
-                                     unsigned long long flags);
-hipError_t mori_hipMemAddressFree(void *ptr, size_t size);
-hipError_t mori_hipMemMap(void *ptr, size_t size, size_t offset,
-                          hipMemGenericAllocationHandle_t handle, unsigned long long flags);
-hipError_t mori_hipMemUnmap(void *ptr, size_t size);
-hipError_t mori_hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc,
-                                size_t count);
-hipError_t mori_hipMemGetAllocationGranularity(size_t *granularity,
-                                               const hipMemAllocationProp *prop,
-                                               hipMemAllocationGranularity_flags option);
-/* POSIX fd: shareableHandle points to an int that receives a new fd.
- * Fabric: shareableHandle points to a hipMemFabricHandle_t. */
-hipError_t mori_hipMemExportToShareableHandle(void *shareableHandle,
-                                              hipMemGenericAllocationHandle_t handle,
-                                              hipMemAllocationHandleType handleType,
-                                              unsigned long long flags);
-/* The shim's convention is fixed whatever the ROCm version: POSIX fd by
- * value, (void *)(intptr_t)fd; fabric: pointer to the 64-byte handle.  The
- * hip backend converts for ROCm < 7.1, which takes a pointer to the fd.
- * The caller keeps ownership of the fd. */
-hipError_t mori_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
-                                                void *osHandle,
-                                                hipMemAllocationHandleType shHandleType);
-
-hipError_t mori_hipMalloc(void **ptr, size_t size);
-hipError_t mori_hipFree(void *ptr);
-hipError_t mori_hipMemcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind);
-hipError_t mori_hipMemset(void *dst, int value, size_t size);
-hipError_t mori_hipGetDevice(int *device);
-hipError_t mori_hipSetDevice(int device);
-hipError_t mori_hipGetDeviceCount(int *count);
-hipError_t mori_hipMemGetInfo(size_t *free_bytes, size_t *total_bytes);
-hipError_t mori_hipDeviceSynchronize(void);
-hipError_t mori_hipStreamSynchronize(hipStream_t stream);
-hipError_t mori_hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
-                                      unsigned int flags);
-hipError_t mori_hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
-                                     unsigned int flags, uint32_t mask);
-/* count (1..MORI_HIP_BATCH_MAX) 32-bit waits and writes in one call, in
- * order; flags 0.  Where the runtime has no batch call, the shim runs the
- * operations one by one (the same stream semantics, a call each), and stops
- * at the first that fails. */
-hipError_t mori_hipStreamBatchMemOp(hipStream_t stream, unsigned int count,
-                                    hipStreamBatchMemOpParams *paramArray, unsigned int flags);
-hipError_t mori_hipDeviceGetAttribute(int *value, hipDeviceAttribute_t attr, int device);
-hipError_t mori_hipGetLastError(void);
-/* Streams, events and stream-ordered fills and copies: what the signals'
- * watchdog and the allocation path need to stay off the host's critical
- * path.  hipEventQuery returns hipErrorNotReady while the work before the
- * event is pending (that is an answer, not a failure). */
-hipError_t mori_hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags);
-hipError_t mori_hipStreamDestroy(hipStream_t stream);
-hipError_t mori_hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status);
-hipError_t mori_hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags);
-hipError_t mori_hipEventRecord(hipEvent_t event, hipStream_t stream);
-hipError_t mori_hipEventQuery(hipEvent_t event);
-hipError_t mori_hipEventSynchronize(hipEvent_t event);
-hipError_t mori_hipEventDestroy(hipEvent_t event);
-hipError_t mori_hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream);
-hipError_t mori_hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind kind,
-                               hipStream_t stream);
-hipError_t mori_hipRuntimeGetVersion(int *version);
+#define MORI_SHIM_HIP_DECLARE(name, arity, params, args, registry, shim, spec, errors) \
+  hipError_t mori_##name params;
+MORI_SHIM_HIP_CALLS(MORI_SHIM_HIP_DECLARE)
+#undef MORI_SHIM_HIP_DECLARE
 
 /* Every OS call the core makes goes through the seam too (socket calls of
  * the fd channel, the file store's I/O, host memory), so that the fault
