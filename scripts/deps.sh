@@ -2,7 +2,10 @@
 # Installs the Debian packages mori-symm builds and tests with (as root).
 # Without root it only checks that they are present.
 set -euo pipefail
-pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3 pkgconf)
+# libamdhip64-5 and libhiprtc-builtins5: Debian's ROCm 5.2 runtime, whose
+# hiprtc compiles the signal kernels' HIP source in tests/kernels (no GPU).
+pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3 pkgconf
+      libamdhip64-5 libhiprtc-builtins5)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

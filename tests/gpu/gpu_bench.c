@@ -1,21 +1,31 @@
 /*
  * gpu_bench.c - mori-gpu-bench: the measurements behind the signal, alloc
- * and rendezvous work of issue 13, in one run on a GPU host (2 ranks on 2
- * GPUs, C only): the host cost of each runtime call a signal makes; every
- * shape of barrier and put/wait considered (stream memory operations,
- * separate or batched, with and without the capture query and the
- * watchdog's events, remote poll or acknowledgement, eager and captured in
- * a graph), each timed back to back and gated (enqueued behind a closed
- * gate, so that the figure is the GPU's alone); each step of an allocation
- * and of its free; rendezvous cycles.  Medians over repetitions.
+ * and rendezvous work of issues 13 and 22, in one run on a GPU host (2
+ * ranks, on 2 GPUs or sharing one, C only): the host cost of each runtime
+ * call a signal makes; every shape of barrier and put/wait considered
+ * (stream memory operations, separate or batched, with and without the
+ * capture query and the watchdog's events, remote poll or
+ * acknowledgement; one kernel doing the same work, the library's own
+ * signal kernels and one of torch's shape; eager and captured in a graph),
+ * each timed back to back and gated (enqueued behind a closed gate, so
+ * that the figure is the GPU's alone); each step of an allocation and of
+ * its free; rendezvous cycles.  Medians over repetitions; the signal and
+ * graph sections end with a summary in markdown, one table per form (the
+ * same work done by each engine), as docs/performance.md keeps it.
  *
- * Graph capture and an empty kernel are not in the shim (the library does
- * not use them): on the cuda shim they come from libcuda.so.1 directly,
- * here only; on the sim from the sim's capture API (no kernel), so that
- * every protocol measured here also runs in CI.  A gated graph is one
- * launch of a graph of many barriers: a second launch of a graph whose
- * first has not run can block the host on CUDA (seen on an H200 with
- * graphs of separate memop nodes), and the gate would never open.
+ * Graph capture and kernels are not in the shim's HIP calls the bench
+ * uses: on the cuda shim they come from libcuda.so.1 directly, here only
+ * (the signal kernels from the library's embedded PTX and
+ * bench_kernels.cu's, launched raw); on the sim, capture from the sim's
+ * capture API and no kernel, so that every memop protocol measured here
+ * also runs in CI.  Every kernel wait is bounded (KERNEL_BOUND_MS) and a
+ * variant whose kernel gave up fails: where the ranks share a GPU a
+ * spinning kernel waits for the other process's time slice, so such
+ * variants run few iterations there and the bench always ends.  A gated
+ * graph is one launch of a graph of many barriers: a second launch of a
+ * graph whose first has not run can block the host on CUDA (seen on an
+ * H200 with graphs of separate memop nodes), and the gate would never
+ * open.
  *
  *   mori-gpu-bench [--shim cuda] [--only host,alloc,signals,graph,rendezvous] [--quick]
  */
@@ -27,9 +37,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_kernels_ptx.h" /* torch's shape (bench_kernels.cu) */
 #include "launch.h"
 #include "mori/hip_shim.h"
+#include "mori/signal_kernel.h"
 #include "mori/symm.h"
+#include "signal_ptx.h" /* the library's own kernels (core/kernels/signal.cu) */
 
 #define MiB (1u << 20)
 
@@ -107,6 +120,7 @@ static struct {
   int (*launch_kernel)(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                        unsigned bz, unsigned shared, void *stream, void **params, void **extra);
   void *noop; /* an empty kernel, JIT-compiled from the PTX below */
+  void *kernel[16]; /* the signal kernels, by enum kernel */
 } cu;
 
 /* The empty kernel: what a Triton launch costs a graph or a stream, less
@@ -171,6 +185,36 @@ static int noop_kernel(hipStream_t s) {
       return -1;
   }
   return cu.launch_kernel(cu.noop, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+}
+
+/* The signal kernels, raw: the library's (its embedded PTX, as it loads
+ * it) and torch's shape (bench_kernels.cu), launched straight through the
+ * driver, one block each, so that a kernel node is timed against the
+ * memop nodes doing the same work. */
+enum kernel {
+  K_BARRIER, K_PUT, K_WAIT, K_CAPTURED_BARRIER, K_CAPTURED_PUT, K_CAPTURED_WAIT,
+  K_TORCH_BARRIER, K_TORCH_PUT, K_TORCH_WAIT, K__COUNT
+};
+static const struct {
+  const char *name;
+  int torch; /* in bench_kernels.cu's module */
+} kernels[K__COUNT] = {
+    {"mori_signal_barrier", 0},         {"mori_signal_put", 0},
+    {"mori_signal_wait", 0},            {"mori_signal_captured_barrier", 0},
+    {"mori_signal_captured_put", 0},    {"mori_signal_captured_wait", 0},
+    {"torch_shape_barrier", 1},         {"torch_shape_put", 1},
+    {"torch_shape_wait", 1},
+};
+
+static int kernels_load(void) {
+  void *ours = NULL, *torch = NULL;
+  if (cu.module_load(&ours, mori__signal_ptx) != 0 ||
+      cu.module_load(&torch, bench_kernels_ptx) != 0)
+    return -1;
+  for (int k = 0; k < K__COUNT; k++)
+    if (cu.module_function(&cu.kernel[k], kernels[k].torch ? torch : ours, kernels[k].name) != 0)
+      return -1;
+  return 0;
 }
 
 /* Graphs: a CUDA graph (relaxed capture), or the sim's recorded operations. */
@@ -256,6 +300,11 @@ struct bctx {
   uint32_t gate_round;
   long base;                    /* iterations enqueued so far (counters keep counting) */
   int batch, capq;
+  int slot;                     /* this variant's 32 cells of the pad */
+  void *pads_dev;               /* the window's device table of pad bases */
+  uint32_t *status;             /* the kernels' failure words (device memory) */
+  int shared;                   /* the ranks share a GPU */
+  double b2b_us, gated_us;      /* rank 0's figures, for the summary */
 };
 
 typedef int (*step_fn)(struct bctx *c, long i);
@@ -400,6 +449,85 @@ static int pp_floor(struct bctx *c, long i) {
                       : (wait_floor(c, k) || put_floor(c, k));
 }
 
+/* ---- the signal kernels as steps ---- */
+
+/* Cell offsets in a variant's 32: barrier cells, signal cells, ack cells
+ * (cell channel * world + rank of each, channel 0). */
+enum { AREA_B = 0, AREA_S = 8, AREA_A = 16 };
+/* Every kernel wait gives up after this (writing the failure words, which
+ * fail the variant): on a GPU shared by the ranks a spinning kernel waits
+ * for the other's time slice, and the bench must end. */
+#define KERNEL_BOUND_MS 2000u
+#define STATUS_WORDS MORI_SIGNAL_STATUS_WORDS(8) /* the bench runs 2 ranks */
+
+static struct mori_signal_args kargs(const struct bctx *c, int sig, int ack) {
+  struct mori_signal_args a;
+  memset(&a, 0, sizeof a);
+  a.pads = (uintptr_t)c->pads_dev;
+  a.status = (uintptr_t)c->status;
+  a.timeout_ns = KERNEL_BOUND_MS * 1000000ull;
+  a.timeout_ms = KERNEL_BOUND_MS;
+  a.signal_area = (uint64_t)(32 * c->slot + sig) * 4;
+  a.ack_area = (uint64_t)(32 * c->slot + ack) * 4;
+  a.world = c->ctx->world;
+  a.rank = c->rank;
+  a.peer = c->peer;
+  a.code = MORI_SIGNAL_CODE(2, 0);
+  return a;
+}
+
+static int launch_kernel(struct bctx *c, enum kernel k, struct mori_signal_args a) {
+  void *params[] = {&a};
+  return cu.launch_kernel(cu.kernel[k], 1, 1, 1, MORI_SIGNAL_THREADS, 1, 1, 0, c->s, params, NULL);
+}
+
+/* the library's eager kernels: barrier n, put k, wait j (phases) */
+static int k_barrier(struct bctx *c, long i) {
+  long n = i + 1;
+  struct mori_signal_args a = kargs(c, AREA_B, AREA_B);
+  a.write_value = phase(n);
+  a.wait_value = phase(n) | phase(n + 1);
+  return launch_kernel(c, K_BARRIER, a);
+}
+
+static int k_put(struct bctx *c, long k) {
+  struct mori_signal_args a = kargs(c, AREA_S, AREA_A);
+  a.wait_value = k > 1 ? phase(k - 1) : 0;
+  a.write_value = phase(k);
+  return launch_kernel(c, K_PUT, a);
+}
+
+static int k_wait(struct bctx *c, long j) {
+  struct mori_signal_args a = kargs(c, AREA_S, AREA_A);
+  a.wait_value = a.write_value = phase(j);
+  return launch_kernel(c, K_WAIT, a);
+}
+
+static int pp_kernel(struct bctx *c, long i) {
+  long k = i + 1;
+  return c->rank == 0 ? (k_put(c, k) || k_wait(c, k)) : (k_wait(c, k) || k_put(c, k));
+}
+
+/* the library's captured kernels (replay-safe), and torch's shape */
+static int k_plain(struct bctx *c, enum kernel k, int sig, int ack) {
+  return launch_kernel(c, k, kargs(c, sig, ack));
+}
+static int k_captured_barrier(struct bctx *c, long i) {
+  return k_plain(c, K_CAPTURED_BARRIER, AREA_S, AREA_A);
+}
+static int k_captured_put(struct bctx *c) { return k_plain(c, K_CAPTURED_PUT, AREA_S, AREA_A); }
+static int k_captured_wait(struct bctx *c) { return k_plain(c, K_CAPTURED_WAIT, AREA_S, AREA_A); }
+static int pp_captured_kernel(struct bctx *c, long i) {
+  return c->rank == 0 ? (k_captured_put(c) || k_captured_wait(c))
+                      : (k_captured_wait(c) || k_captured_put(c));
+}
+static int t_barrier(struct bctx *c, long i) { return k_plain(c, K_TORCH_BARRIER, AREA_B, AREA_B); }
+static int t_put(struct bctx *c) { return k_plain(c, K_TORCH_PUT, AREA_S, AREA_S); }
+static int t_wait(struct bctx *c) { return k_plain(c, K_TORCH_WAIT, AREA_S, AREA_S); }
+static int pp_torch(struct bctx *c, long i) {
+  return c->rank == 0 ? (t_put(c) || t_wait(c)) : (t_wait(c) || t_put(c));
+}
+
 /* The library's own calls. */
 static int core_barrier(struct bctx *c, long i) { return mori_window_barrier(c->w, 0, c->s, 0); }
 /* a kernel, then a barrier: a Triton kernel's place in an all-to-all */
@@ -425,65 +553,137 @@ static int core_pp(struct bctx *c, long i) { return core_pp_timeout(c, 0); }
 static int core_pp_wd(struct bctx *c, long i) { return core_pp_timeout(c, 30000); }
 
 enum vkind { V_EAGER, V_GRAPH };
+/* The summary tables (the same work done by each engine): which one a
+ * variant is a row of. */
+enum form {
+  F_NONE, F_CAPTURED_BARRIER, F_CAPTURED_PUTWAIT, F_EAGER_BARRIER, F_EAGER_PUTWAIT, F__COUNT
+};
+static const char *const form_titles[F__COUNT] = {
+    NULL, "captured barrier, replayed in a graph (us per barrier)",
+    "captured put + wait round trip, replayed in a graph (us per round trip)",
+    "eager barrier (us per barrier)", "eager put + wait round trip (us per round trip)"};
+
 struct variant {
   const char *name;
   step_fn step;
   int batch, capq;
   enum vkind kind;
-  int needs_cuda; /* a kernel: cuda only */
+  int needs_cuda; /* a kernel launched through libcuda itself: cuda only */
   const char *what;
   int null_stream; /* on the legacy default stream (torch's default) */
   int separate;    /* the library with MORI_SYMM_MEMOP_BATCH=0 */
+  int spins;       /* a kernel that spins on a peer: few iterations where the GPU is shared */
+  enum form form;  /* its row in the summary */
+  const char *row;
 };
 
 static const struct variant variants[] = {
-    {"barrier.core", core_barrier, 0, 0, V_EAGER, 0, "mori_window_barrier (phases, flat)", 0, 0},
+    {"barrier.core", core_barrier, 0, 0, V_EAGER, 0, "mori_window_barrier (phases, flat)", 0, 0,
+     0, F_EAGER_BARRIER, "library: mori_window_barrier"},
     {"barrier.core_timeout", core_barrier_wd, 0, 0, V_EAGER, 0,
-     "mori_window_barrier, timeout 30 s (watchdog events)", 0, 0},
+     "mori_window_barrier, timeout 30 s (watchdog events)", 0, 0, 0, F_NONE, NULL},
     {"barrier.core_separate", core_barrier, 0, 0, V_EAGER, 0,
-     "mori_window_barrier, MORI_SYMM_MEMOP_BATCH=0", 0, 1},
-    {"barrier.kernel", kernel_only, 0, 0, V_EAGER, 1, "an empty kernel (no barrier)", 0, 0},
+     "mori_window_barrier, MORI_SYMM_MEMOP_BATCH=0", 0, 1, 0, F_NONE, NULL},
+    {"barrier.kernel", kernel_only, 0, 0, V_EAGER, 1, "an empty kernel (no barrier)", 0, 0, 0,
+     F_NONE, NULL},
     {"barrier.kernel_core", kernel_core_barrier, 0, 0, V_EAGER, 1,
-     "an empty kernel, then mori_window_barrier", 0, 0},
+     "an empty kernel, then mori_window_barrier", 0, 0, 0, F_NONE, NULL},
     {"barrier.core_null", core_barrier, 0, 0, V_EAGER, 0,
-     "mori_window_barrier on the legacy default stream", 1, 0},
-    {"barrier.phase", b_phase, 0, 0, V_EAGER, 0, "write + wait AND, 2 calls", 0, 0},
-    {"barrier.phase_capq", b_phase, 0, 1, V_EAGER, 0, "the same + hipStreamIsCapturing", 0, 0},
-    {"barrier.phase_batch", b_phase, 1, 0, V_EAGER, 0, "write + wait AND, 1 batch", 0, 0},
-    {"barrier.geq", b_geq, 0, 0, V_EAGER, 0, "counter: write + wait GEQ", 0, 0},
-    {"barrier.mailbox", b_mailbox, 0, 0, V_EAGER, 0, "remote poll, 4 memops", 0, 0},
-    {"barrier.central", b_central, 0, 0, V_EAGER, 0, "root: 3 memops, replay-safe", 0, 0},
-    {"barrier.central_batch", b_central, 1, 0, V_EAGER, 0, "the same, 1 batch", 0, 0},
-    {"barrier.ack", b_ack, 0, 0, V_EAGER, 0, "put + wait with acks, 6 memops", 0, 0},
-    {"barrier.ack_batch", b_ack_one_call, 1, 0, V_EAGER, 0, "the same, 1 batch", 0, 0},
-    {"putwait.core", core_pp, 0, 0, V_EAGER, 0, "mori_window_put/wait_signal", 0, 0},
-    {"putwait.core_timeout", core_pp_wd, 0, 0, V_EAGER, 0, "the same, timeout 30 s", 0, 0},
+     "mori_window_barrier on the legacy default stream", 1, 0, 0, F_NONE, NULL},
+    {"barrier.phase", b_phase, 0, 0, V_EAGER, 0, "write + wait AND, 2 calls", 0, 0, 0,
+     F_EAGER_BARRIER, "memops: write + wait, 2 calls"},
+    {"barrier.phase_capq", b_phase, 0, 1, V_EAGER, 0, "the same + hipStreamIsCapturing", 0, 0, 0,
+     F_NONE, NULL},
+    {"barrier.phase_batch", b_phase, 1, 0, V_EAGER, 0, "write + wait AND, 1 batch", 0, 0, 0,
+     F_EAGER_BARRIER, "memops: write + wait, 1 batch"},
+    {"barrier.kernel_ours", k_barrier, 0, 0, V_EAGER, 1,
+     "the library's barrier kernel (phases), 1 launch", 0, 0, 1, F_EAGER_BARRIER,
+     "one kernel: the library's mori_signal_barrier"},
+    {"barrier.torch_shape", t_barrier, 0, 0, V_EAGER, 1,
+     "a kernel of torch's shape (CAS 0->1, 1->0), 1 launch", 0, 0, 1, F_EAGER_BARRIER,
+     "one kernel of torch's shape (CAS 0->1 / 1->0)"},
+    {"barrier.geq", b_geq, 0, 0, V_EAGER, 0, "counter: write + wait GEQ", 0, 0, 0, F_NONE, NULL},
+    {"barrier.mailbox", b_mailbox, 0, 0, V_EAGER, 0, "remote poll, 4 memops", 0, 0, 0, F_NONE,
+     NULL},
+    {"barrier.central", b_central, 0, 0, V_EAGER, 0, "root: 3 memops, replay-safe", 0, 0, 0,
+     F_NONE, NULL},
+    {"barrier.central_batch", b_central, 1, 0, V_EAGER, 0, "the same, 1 batch", 0, 0, 0, F_NONE,
+     NULL},
+    {"barrier.ack", b_ack, 0, 0, V_EAGER, 0, "put + wait with acks, 6 memops", 0, 0, 0, F_NONE,
+     NULL},
+    {"barrier.ack_batch", b_ack_one_call, 1, 0, V_EAGER, 0, "the same, 1 batch", 0, 0, 0, F_NONE,
+     NULL},
+    {"putwait.core", core_pp, 0, 0, V_EAGER, 0, "mori_window_put/wait_signal", 0, 0, 0,
+     F_EAGER_PUTWAIT, "library: mori_window_put_signal + wait_signal"},
+    {"putwait.core_timeout", core_pp_wd, 0, 0, V_EAGER, 0, "the same, timeout 30 s", 0, 0, 0,
+     F_NONE, NULL},
     {"putwait.core_separate", core_pp, 0, 0, V_EAGER, 0,
-     "the same, MORI_SYMM_MEMOP_BATCH=0", 0, 1},
-    {"putwait.core_null", core_pp, 0, 0, V_EAGER, 0, "the same on the legacy default stream", 1, 0},
-    {"putwait.ack", pp_ack, 0, 0, V_EAGER, 0, "acks: 3 + 3 memops", 0, 0},
-    {"putwait.ack_batch", pp_ack, 1, 0, V_EAGER, 0, "acks: 1 batch per call", 0, 0},
-    {"putwait.mailbox", pp_mailbox, 0, 0, V_EAGER, 0, "remote poll: 2 + 2 memops", 0, 0},
-    {"putwait.count", pp_count, 0, 0, V_EAGER, 0, "counts: 2 + 2 memops, no poll", 0, 0},
-    {"putwait.count_capq", pp_count, 0, 1, V_EAGER, 0, "counts + hipStreamIsCapturing", 0, 0},
-    {"putwait.count_batch", pp_count, 1, 0, V_EAGER, 0, "counts: 1 batch per call", 0, 0},
-    {"putwait.floor", pp_floor, 0, 0, V_EAGER, 0, "1 + 1 memops (no consumption)", 0, 0},
-    {"graph.core", core_barrier, 0, 0, V_GRAPH, 0, "mori_window_barrier captured", 0, 0},
-    {"graph.kernel", kernel_only, 0, 0, V_GRAPH, 1, "an empty kernel (no barrier)", 0, 0},
+     "the same, MORI_SYMM_MEMOP_BATCH=0", 0, 1, 0, F_NONE, NULL},
+    {"putwait.core_null", core_pp, 0, 0, V_EAGER, 0, "the same on the legacy default stream", 1,
+     0, 0, F_NONE, NULL},
+    {"putwait.ack", pp_ack, 0, 0, V_EAGER, 0, "acks: 3 + 3 memops", 0, 0, 0, F_NONE, NULL},
+    {"putwait.ack_batch", pp_ack, 1, 0, V_EAGER, 0, "acks: 1 batch per call", 0, 0, 0, F_NONE,
+     NULL},
+    {"putwait.mailbox", pp_mailbox, 0, 0, V_EAGER, 0, "remote poll: 2 + 2 memops", 0, 0, 0,
+     F_NONE, NULL},
+    {"putwait.count", pp_count, 0, 0, V_EAGER, 0, "counts: 2 + 2 memops, no poll", 0, 0, 0,
+     F_EAGER_PUTWAIT, "memops: 2 + 2, a call each"},
+    {"putwait.count_capq", pp_count, 0, 1, V_EAGER, 0, "counts + hipStreamIsCapturing", 0, 0, 0,
+     F_NONE, NULL},
+    {"putwait.count_batch", pp_count, 1, 0, V_EAGER, 0, "counts: 1 batch per call", 0, 0, 0,
+     F_EAGER_PUTWAIT, "memops: 2 + 2, 1 batch per call"},
+    {"putwait.kernel_ours", pp_kernel, 0, 0, V_EAGER, 1,
+     "the library's put and wait kernels (phases), 1 launch per call", 0, 0, 1, F_EAGER_PUTWAIT,
+     "one kernel per call: the library's mori_signal_put / _wait"},
+    {"putwait.torch_shape", pp_torch, 0, 0, V_EAGER, 1,
+     "kernels of torch's shape, 1 launch per call", 0, 0, 1, F_EAGER_PUTWAIT,
+     "one kernel per call of torch's shape"},
+    {"putwait.floor", pp_floor, 0, 0, V_EAGER, 0, "1 + 1 memops (no consumption)", 0, 0, 0,
+     F_NONE, NULL},
+    {"graph.core", core_barrier, 0, 0, V_GRAPH, 0, "mori_window_barrier captured", 0, 0, 0,
+     F_CAPTURED_BARRIER, "library: mori_window_barrier captured"},
+    {"graph.kernel", kernel_only, 0, 0, V_GRAPH, 1, "an empty kernel (no barrier)", 0, 0, 0,
+     F_NONE, NULL},
     {"graph.kernel_core", kernel_core_barrier, 0, 0, V_GRAPH, 1,
-     "an empty kernel, then mori_window_barrier", 0, 0},
-    {"graph.kernel_central", kernel_central, 0, 0, V_GRAPH, 1, "an empty kernel, then root", 0, 0},
-    {"graph.kernel_phase", kernel_phase, 0, 0, V_GRAPH, 1, "an empty kernel, then phases", 0, 0},
-    {"graph.ack", b_ack, 0, 0, V_GRAPH, 0, "put + wait with acks, 6 memops", 0, 0},
-    {"graph.ack_batch", b_ack_one_call, 1, 0, V_GRAPH, 0, "the same, 1 batch node", 0, 0},
-    {"graph.mailbox", b_mailbox, 0, 0, V_GRAPH, 0, "remote poll, 4 memops", 0, 0},
-    {"graph.mailbox_batch", b_mailbox, 1, 0, V_GRAPH, 0, "the same, 1 batch node", 0, 0},
-    {"graph.central", b_central, 0, 0, V_GRAPH, 0, "root, 3 memops", 0, 0},
-    {"graph.central_batch", b_central, 1, 0, V_GRAPH, 0, "root, 1 batch node", 0, 0},
-    {"graph.phase", b_phase, 0, 0, V_GRAPH, 0, "phases (not replay-safe: a bound)", 0, 0},
-    {"graph.phase_batch", b_phase, 1, 0, V_GRAPH, 0, "phases, 1 batch node", 0, 0},
+     "an empty kernel, then mori_window_barrier", 0, 0, 0, F_NONE, NULL},
+    {"graph.kernel_central", kernel_central, 0, 0, V_GRAPH, 1, "an empty kernel, then root", 0, 0,
+     0, F_NONE, NULL},
+    {"graph.kernel_phase", kernel_phase, 0, 0, V_GRAPH, 1, "an empty kernel, then phases", 0, 0,
+     0, F_NONE, NULL},
+    {"graph.ack", b_ack, 0, 0, V_GRAPH, 0, "put + wait with acks, 6 memops", 0, 0, 0,
+     F_CAPTURED_BARRIER, "memop nodes: put + wait with acks, 6 nodes"},
+    {"graph.ack_batch", b_ack_one_call, 1, 0, V_GRAPH, 0, "the same, 1 batch node", 0, 0, 0,
+     F_CAPTURED_BARRIER, "memop nodes: the same 6 operations, 1 batch node"},
+    {"graph.kernel_ours", k_captured_barrier, 0, 0, V_GRAPH, 1,
+     "the library's captured barrier kernel, 1 node", 0, 0, 1, F_CAPTURED_BARRIER,
+     "one kernel node: the library's mori_signal_captured_barrier"},
+    {"graph.torch_shape", t_barrier, 0, 0, V_GRAPH, 1, "a kernel of torch's shape, 1 node", 0, 0,
+     1, F_CAPTURED_BARRIER, "one kernel node of torch's shape (CAS 0->1 / 1->0)"},
+    {"graph.mailbox", b_mailbox, 0, 0, V_GRAPH, 0, "remote poll, 4 memops", 0, 0, 0, F_NONE, NULL},
+    {"graph.mailbox_batch", b_mailbox, 1, 0, V_GRAPH, 0, "the same, 1 batch node", 0, 0, 0,
+     F_NONE, NULL},
+    {"graph.central", b_central, 0, 0, V_GRAPH, 0, "root, 3 memops", 0, 0, 0, F_NONE, NULL},
+    {"graph.central_batch", b_central, 1, 0, V_GRAPH, 0, "root, 1 batch node", 0, 0, 0, F_NONE,
+     NULL},
+    {"graph.phase", b_phase, 0, 0, V_GRAPH, 0, "phases (not replay-safe: a bound)", 0, 0, 0,
+     F_NONE, NULL},
+    {"graph.phase_batch", b_phase, 1, 0, V_GRAPH, 0, "phases, 1 batch node", 0, 0, 0, F_NONE, NULL},
+    {"graph.pw_core", core_pp, 0, 0, V_GRAPH, 0, "mori_window_put/wait_signal captured", 0, 0, 0,
+     F_CAPTURED_PUTWAIT, "library: mori_window_put_signal + wait_signal captured"},
+    {"graph.pw_ack", pp_ack, 0, 0, V_GRAPH, 0, "put/wait with acks, 3 + 3 memop nodes", 0, 0, 0,
+     F_CAPTURED_PUTWAIT, "memop nodes: 3 + 3"},
+    {"graph.pw_ack_batch", pp_ack, 1, 0, V_GRAPH, 0, "the same, 1 batch node per call", 0, 0, 0,
+     F_CAPTURED_PUTWAIT, "memop nodes: 1 batch node per call"},
+    {"graph.pw_kernel_ours", pp_captured_kernel, 0, 0, V_GRAPH, 1,
+     "the library's captured put and wait kernels, 1 node per call", 0, 0, 1, F_CAPTURED_PUTWAIT,
+     "one kernel node per call: the library's mori_signal_captured_put / _wait"},
+    {"graph.pw_torch_shape", pp_torch, 0, 0, V_GRAPH, 1,
+     "kernels of torch's shape, 1 node per call", 0, 0, 1, F_CAPTURED_PUTWAIT,
+     "one kernel node per call of torch's shape"},
 };
 #define NVARIANTS ((int)(sizeof variants / sizeof variants[0]))
+/* each variant has 32 cells of the pad below GATE_CELL, and a row of figures[] */
+_Static_assert(sizeof variants / sizeof variants[0] <= 60, "one pad slot per variant");
 
 /* ---- the gate: work enqueued behind it runs only once rank 0 opens it ---- */
 
@@ -590,14 +790,22 @@ static int setup(const mori_rank_ctx *ctx, struct bctx *c, void **base, int slot
   TRY_HIP(mori_hipGetDeviceCount(&ndev));
   int dev = ctx->rank % ndev;
   TRY_HIP(mori_hipSetDevice(dev));
+  /* More ranks than devices: they share (rank r on device r mod count). */
+  if (ctx->world > ndev) mori_symm_set_allow_overlapping_devices(1);
   if (ext_open() != 0) {
     snprintf(msg, msglen, "rank %d: libcuda.so.1's extra entry points: %s", ctx->rank, dlerror());
+    return 1;
+  }
+  if (cu.cuda && cu.kernel[0] == NULL && kernels_load() != 0) {
+    snprintf(msg, msglen, "rank %d: loading the signal kernels' PTX failed", ctx->rank);
     return 1;
   }
   memset(c, 0, sizeof *c);
   c->ctx = ctx;
   c->rank = ctx->rank;
   c->peer = (ctx->rank + 1) % ctx->world;
+  c->shared = ctx->world > ndev;
+  c->slot = slot;
   TRY_HIP(mori_hipStreamCreateWithFlags(&c->s, hipStreamNonBlocking));
   TRY_HIP(mori_hipStreamCreateWithFlags(&c->gs, hipStreamNonBlocking));
   TRY(mori_symm_alloc(64 * 1024, dev, base));
@@ -606,14 +814,30 @@ static int setup(const mori_rank_ctx *ctx, struct bctx *c, void **base, int slot
   uint32_t *theirs = mori_window_signal_pad_ptrs(c->w)[c->peer];
   c->own = mine + 32 * slot;
   c->remote = theirs + 32 * slot;
+  c->pads_dev = mori_window_signal_pad_ptrs_dev(c->w);
+  size_t status_bytes = STATUS_WORDS * sizeof(uint32_t);
+  TRY_HIP(mori_hipMalloc((void **)&c->status, status_bytes));
+  TRY_HIP(mori_hipMemset(c->status, 0, status_bytes));
   c->gate_own = mine + GATE_CELL;
   c->gate_peer = theirs + GATE_CELL;
   return 0;
 }
 
+/* Whether a kernel's wait gave up (the variant's figures are void then). */
+static int kernel_timed_out(const mori_rank_ctx *ctx, struct bctx *c, char *msg, size_t msglen) {
+  uint32_t st[STATUS_WORDS] = {0};
+  TRY_HIP(mori_hipMemcpy(st, c->status, sizeof st, hipMemcpyDeviceToHost));
+  if (st[0] == 0) return 0;
+  snprintf(msg, msglen, "rank %d: a kernel's wait for rank %d gave up after %u ms", ctx->rank,
+           c->peer, st[1]);
+  return 1;
+}
+
 static int teardown(const mori_rank_ctx *ctx, struct bctx *c, void *base, char *msg,
                     size_t msglen) {
   TRY_HIP(mori_hipStreamSynchronize(c->s));
+  if (kernel_timed_out(ctx, c, msg, msglen)) return 1;
+  TRY_HIP(mori_hipFree(c->status));
   TRY(meet(ctx, "end"));
   TRY(mori_symm_free(base));
   if (c->s != NULL) TRY_HIP(mori_hipStreamDestroy(c->s));
@@ -634,16 +858,26 @@ static void report(const mori_rank_ctx *ctx, const struct variant *v, const char
 }
 
 /* Back to back and gated medians of one eager variant. */
+/* Iterations where the ranks share a GPU and the variant's kernels spin on
+ * each other: each then waits for the other process's time slice
+ * (milliseconds), so a few tell as much. */
+static int scaled(const struct bctx *c, const struct variant *v, int n, int floor) {
+  if (!(v->spins && c->shared)) return n;
+  return n / 50 > floor ? n / 50 : floor;
+}
+
+/* Back to back and gated medians of one eager variant. */
 static int run_eager(const mori_rank_ctx *ctx, struct bctx *c, const struct variant *v,
                      char *msg, size_t msglen) {
   double enq[16], tot[16], gpu[16];
-  int reps = opt.reps > 16 ? 16 : opt.reps;
+  int reps = opt.reps > 16 ? 16 : opt.reps, iters = scaled(c, v, opt.iters, 8);
+  int gated = scaled(c, v, opt.gated, 4);
   double e, t;
-  TRY(time_b2b(c, v->step, opt.iters / 10 + 1, "warm", &e, &t));
+  TRY(time_b2b(c, v->step, iters / 10 + 1, "warm", &e, &t));
   for (int r = 0; r < reps; r++) {
     char tag[32];
     snprintf(tag, sizeof tag, "b2b%d", r);
-    TRY(time_b2b(c, v->step, opt.iters, tag, &enq[r], &tot[r]));
+    TRY(time_b2b(c, v->step, iters, tag, &enq[r], &tot[r]));
   }
   char mine[64], theirs[64] = "0 0";
   snprintf(mine, sizeof mine, "%.4f %.4f", median(enq, reps), median(tot, reps));
@@ -651,14 +885,16 @@ static int run_eager(const mori_rank_ctx *ctx, struct bctx *c, const struct vari
   else TRY(fetch(ctx, "b2b", 1, theirs, sizeof theirs, 60000));
   double r1e = 0, r1t = 0;
   sscanf(theirs, "%lf %lf", &r1e, &r1t);
-  report(ctx, v, "b2b", median(enq, reps), median(tot, reps), r1e, r1t, 1);
+  c->b2b_us = median(tot, reps);
+  report(ctx, v, "b2b", median(enq, reps), c->b2b_us, r1e, r1t, 1);
   if (sim_sync_streams()) return 0; /* a wait there runs in the call: no gate */
-  struct steps w = {v->step, opt.gated};
+  struct steps w = {v->step, gated};
   for (int r = 0; r < reps; r++) {
     TRY(time_gated(c, enqueue_steps, &w, &gpu[r]));
-    gpu[r] /= opt.gated;
+    gpu[r] /= gated;
   }
-  report(ctx, v, "gated", 0, median(gpu, reps), 0, 0, 0);
+  c->gated_us = median(gpu, reps);
+  report(ctx, v, "gated", 0, c->gated_us, 0, 0, 0);
   return 0;
 }
 
@@ -681,27 +917,29 @@ static int run_graph(const mori_rank_ctx *ctx, struct bctx *c, const struct vari
   TRY(meet(ctx, "capture"));
   TRY(capture(c, v, len, &exec));
   double tot[16], gpu[16];
-  int reps = opt.reps > 16 ? 16 : opt.reps;
+  int reps = opt.reps > 16 ? 16 : opt.reps, replays = scaled(c, v, opt.graph_replays, 1);
   for (int r = 0; r < reps + 1; r++) { /* the first is the warm-up */
     char tag[32];
     snprintf(tag, sizeof tag, "g%d", r);
     TRY(meet(ctx, tag));
     double t0 = now_us();
-    for (int k = 0; k < opt.graph_replays; k++) TRY(graph_launch(exec, c->s));
+    for (int k = 0; k < replays; k++) TRY(graph_launch(exec, c->s));
     TRY_HIP(mori_hipStreamSynchronize(c->s));
-    if (r > 0) tot[r - 1] = (now_us() - t0) / (opt.graph_replays * len);
+    if (r > 0) tot[r - 1] = (now_us() - t0) / (replays * len);
   }
-  report(ctx, v, "b2b", 0, median(tot, reps), 0, 0, 0);
+  c->b2b_us = median(tot, reps);
+  report(ctx, v, "b2b", 0, c->b2b_us, 0, 0, 0);
   graph_destroy(exec);
   if (!sim_sync_streams()) {
-    int n = len * opt.graph_replays;
+    int n = len * replays;
     TRY(meet(ctx, "capture-long"));
     TRY(capture(c, v, n, &long_exec));
     for (int r = 0; r < reps; r++) {
       TRY(time_gated(c, enqueue_once, long_exec, &gpu[r]));
       gpu[r] /= n;
     }
-    report(ctx, v, "gated", 0, median(gpu, reps), 0, 0, 0);
+    c->gated_us = median(gpu, reps);
+    report(ctx, v, "gated", 0, c->gated_us, 0, 0, 0);
     graph_destroy(long_exec);
   }
   return 0;
@@ -722,7 +960,7 @@ static int signal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int rc = v->kind == V_GRAPH ? run_graph(ctx, &c, v, msg, msglen)
                               : run_eager(ctx, &c, v, msg, msglen);
   if (rc == 0) rc = teardown(ctx, &c, base, msg, msglen);
-  if (rc == 0) snprintf(msg, msglen, "ok");
+  if (rc == 0) snprintf(msg, msglen, "ok b2b=%.4f gated=%.4f", c.b2b_us, c.gated_us);
   return rc;
 }
 
@@ -1080,7 +1318,13 @@ static int raw_map_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 /* ---- the sections ---- */
 
-static int launch(const char *what, int world, mori_rank_fn fn, void *arg) {
+/* Rank 0's figures of each variant, for the summary (-1: not measured). */
+static struct {
+  double b2b, gated;
+} figures[64];
+
+static int launch(const char *what, int world, mori_rank_fn fn, void *arg, char *msg0,
+                  size_t msg0len) {
   mori_rank_result res[2];
   memset(res, 0, sizeof res);
   int failed = mori_launch(world, fn, arg, opt.quick ? 60000 : 20000, res);
@@ -1089,7 +1333,32 @@ static int launch(const char *what, int world, mori_rank_fn fn, void *arg) {
       printf("  %s: rank %d FAILED (exit %d signal %d hung %d): %s\n", what, r, res[r].exit_code,
              res[r].signal, res[r].hung, res[r].msg);
   fflush(stdout);
+  if (msg0 != NULL) snprintf(msg0, msg0len, "%s", failed ? "" : res[0].msg);
   return failed;
+}
+
+static void cell_text(char *out, size_t n, double us) {
+  if (us < 0) snprintf(out, n, "-");
+  else if (us == 0) snprintf(out, n, "n/a");
+  else snprintf(out, n, "%.2f", us);
+}
+
+/* The same work done by each engine, one table per form, as markdown (the
+ * layout docs/performance.md keeps). */
+static void summary(void) {
+  printf("\n== summary (markdown): rank 0, us; b2b: back to back, the total per iteration; "
+         "gated: the GPU alone; -: not run (a kernel needs the cuda shim) or failed\n");
+  for (int f = 1; f < F__COUNT; f++) {
+    printf("\n| %s | b2b | gated |\n|---|---:|---:|\n", form_titles[f]);
+    for (int k = 0; k < NVARIANTS; k++) {
+      if (variants[k].form != (enum form)f) continue;
+      char b[32], g[32];
+      cell_text(b, sizeof b, figures[k].b2b);
+      cell_text(g, sizeof g, figures[k].gated);
+      printf("| %s | %s | %s |\n", variants[k].row, b, g);
+    }
+  }
+  fflush(stdout);
 }
 
 static int usage(void) {
@@ -1116,15 +1385,16 @@ int main(int argc, char **argv) {
     opt.cycles = 3;
     opt.alloc_iters = 3;
   }
-  int failed = 0;
+  int failed = 0, summarize = 0;
+  for (int k = 0; k < NVARIANTS; k++) figures[k].b2b = figures[k].gated = -1;
   printf("mori-gpu-bench: shim %s, 2 ranks (rank r on device r)%s\n", opt.shim,
          opt.quick ? ", quick" : "");
   fflush(stdout);
-  if (wanted("alloc")) failed += launch("alloc", 1, alloc_rank, NULL);
-  if (wanted("host")) failed += launch("host", 1, host_rank, NULL);
+  if (wanted("alloc")) failed += launch("alloc", 1, alloc_rank, NULL, NULL, 0);
+  if (wanted("host")) failed += launch("host", 1, host_rank, NULL, NULL, 0);
   if (wanted("rendezvous")) {
-    failed += launch("rendezvous", 2, rendezvous_rank, NULL);
-    failed += launch("raw map", 2, raw_map_rank, NULL);
+    failed += launch("rendezvous", 2, rendezvous_rank, NULL, NULL, 0);
+    failed += launch("raw map", 2, raw_map_rank, NULL, NULL, 0);
   }
   for (int g = 0; g < 2; g++) {
     if (!wanted(g == 0 ? "signals" : "graph")) continue;
@@ -1140,9 +1410,14 @@ int main(int argc, char **argv) {
       const struct variant *v = &variants[k];
       if ((v->kind == V_GRAPH) != (g == 1)) continue;
       if (v->needs_cuda && strcmp(opt.shim, "cuda") != 0) continue;
-      failed += launch(v->name, 2, signal_rank, (void *)v);
+      char m[128];
+      failed += launch(v->name, 2, signal_rank, (void *)v, m, sizeof m);
+      if (sscanf(m, "ok b2b=%lf gated=%lf", &figures[k].b2b, &figures[k].gated) != 2)
+        figures[k].b2b = figures[k].gated = -1;
     }
+    summarize = 1;
   }
+  if (summarize) summary();
   printf("\nmori-gpu-bench %s: %d failed\n", failed ? "FAILED" : "ok", failed);
   return failed != 0;
 }
