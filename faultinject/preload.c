@@ -188,6 +188,7 @@ static void reset_counters(void) {
   memset(fi__p.nth_max, 0, sizeof fi__p.nth_max);
   fi__p.global = fi__p.injected = 0;
   fi__p.dgrams_sent = fi__p.dgrams_received = fi__p.dgram_forged = 0;
+  fi__p.fd_dgrams_sent = fi__p.fd_dgrams_received = 0;
   fi__p.last_fault = -1;
   fi__p.ndelivered = 0;
   nrefused = 0;

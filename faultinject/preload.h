@@ -43,6 +43,7 @@ struct fi_process {
   long global;                   /* runtime calls so far */
   long injected;
   long dgrams_sent, dgrams_received;
+  long fd_dgrams_sent, fd_dgrams_received; /* of them, with an fd: what send=/recv= number */
   long dgram_forged;             /* the datagram number already forged */
   int last_fault;                /* the call most recently failed or shaped; -1: none */
   int delivered[64];             /* senders of datagrams a recv= rule delivered, in order */

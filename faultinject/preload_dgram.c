@@ -4,7 +4,9 @@
  * queue and hands datagrams back in the order the rule says (a seeded
  * shuffle, or by sender rank), duplicating one if asked; sending can drop,
  * truncate or forge (send once more from a forked process, whose pid no
- * rank of the world has).
+ * rank of the world has).  The rules number and shape the datagrams that
+ * carry an fd; the challenges and answers of the channel's proof pass in
+ * the order they came, so that an order names the fds' arrival.
  */
 #include "preload.h"
 
@@ -32,6 +34,7 @@ typedef struct held {
   int nfds;
   int fds[HELD_FDS];
   int sender;       /* decoded sender rank, -1 if undecodable */
+  int proof;        /* a challenge or an answer (no rule shapes it) */
   struct sockaddr_storage name;
   socklen_t namelen;
 } held;
@@ -111,8 +114,9 @@ static held *take(rqueue *q, size_t i) {
 }
 
 /* The sender rank the datagram claims, through the core's own decoder
- * when the program has one (it always does under mori-symm). */
-static int sender_of(const held *h) {
+ * when the program has one (it always does under mori-symm), and whether
+ * it is a challenge or an answer. */
+static int sender_of(held *h) {
   typedef int (*decode_fn)(const uint8_t *, size_t, mori_datagram *);
   static decode_fn decode;
   static int looked;
@@ -122,6 +126,7 @@ static int sender_of(const held *h) {
   }
   mori_datagram d;
   if (decode == NULL || h->len > HELD_BYTES || decode(h->data, h->len, &d) != 0) return -1;
+  h->proof = d.type != MORI_DATAGRAM_FD;
   return (int)d.sender_rank;
 }
 
@@ -172,8 +177,10 @@ static int drain(rqueue *q) {
     h->namelen = m.msg_namelen;
     collect(&m, h);
     h->sender = sender_of(h);
-    long number = ++fi__p.dgrams_received;
-    held *dup = fi__rule(MORI_FI_T_RECV, 1u << MORI_FI_A_DUPLICATE, number) ? copy_dup(h) : NULL;
+    fi__p.dgrams_received++;
+    long number = h->proof ? 0 : ++fi__p.fd_dgrams_received;
+    held *dup = number && fi__rule(MORI_FI_T_RECV, 1u << MORI_FI_A_DUPLICATE, number) ? copy_dup(h)
+                                                                                       : NULL;
     if (push(q, h) != 0) {
       held_close(h);
       return ENOMEM;
@@ -202,10 +209,11 @@ static long choose(rqueue *q, const mori_fi_rule *order) {
     q->prng ^= q->prng >> 27;
     return (long)((q->prng * 0x2545F4914F6CDD1Dull >> 11) % q->n);
   }
-  /* recv=order: senders outside the order, and repeats of senders already
-   * delivered, pass at once; the next sender of the order passes when it
-   * is here; the rest wait for it. */
+  /* recv=order: proofs, senders outside the order, and repeats of senders
+   * already delivered, pass at once; the next sender of the order passes
+   * when it is here; the rest wait for it. */
   for (size_t i = 0; i < q->n; i++) {
+    if (q->q[i]->proof) return (long)i;
     int pos = order_position(order, q->q[i]->sender);
     if (pos < 0 || pos <= q->order_pos) {
       if (pos == q->order_pos) q->order_pos++;
@@ -282,7 +290,8 @@ ssize_t fi__dgram_recvmsg(int fd, struct msghdr *msg, int flags) {
     long pick = q ? choose(q, order) : -1;
     if (pick >= 0) {
       held *h = take(q, (size_t)pick);
-      if (fi__p.ndelivered < (int)(sizeof fi__p.delivered / sizeof fi__p.delivered[0]))
+      if (!h->proof &&
+          fi__p.ndelivered < (int)(sizeof fi__p.delivered / sizeof fi__p.delivered[0]))
         fi__p.delivered[fi__p.ndelivered++] = h->sender;
       rc = deliver(h, msg, flags);
     } else {
@@ -346,9 +355,10 @@ static ssize_t send_truncated(int fd, const struct msghdr *msg, int flags) {
 
 ssize_t fi__dgram_sendmsg(int fd, const struct msghdr *msg, int flags) {
   pthread_mutex_lock(&fi__lock);
-  long n = fi__p.dgrams_sent + 1;
+  /* only a datagram with an fd attached is numbered and shaped */
+  long n = msg->msg_controllen > 0 ? fi__p.fd_dgrams_sent + 1 : 0;
   unsigned actions = 1u << MORI_FI_A_DROP | 1u << MORI_FI_A_TRUNCATE | 1u << MORI_FI_A_FORGE;
-  const mori_fi_rule *r = fi__rule(MORI_FI_T_SEND, actions, n);
+  const mori_fi_rule *r = n ? fi__rule(MORI_FI_T_SEND, actions, n) : NULL;
   mori_fi_action action = r ? r->action : 0;
   /* a send retried after EAGAIN is the same datagram: forge it once */
   int do_forge = action == MORI_FI_A_FORGE && fi__p.dgram_forged != n;
@@ -363,6 +373,7 @@ ssize_t fi__dgram_sendmsg(int fd, const struct msghdr *msg, int flags) {
   pthread_mutex_lock(&fi__lock);
   if (rc >= 0) {
     fi__p.dgrams_sent++;
+    fi__p.fd_dgrams_sent += n > 0;
     if (action) {
       fi__p.injected++;
       fi__p.last_fault = MORI_FI_CALL_sendmsg;

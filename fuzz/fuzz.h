@@ -52,6 +52,11 @@ void mori__fuzz_check_datagram(const mori_datagram *d, const uint8_t *x, size_t 
 #define MORI_FUZZ_WINDOW_SEQ 7
 #define MORI_FUZZ_UID 1000
 void mori__fuzz_world_request(int rank, int world, uint32_t handle_type, mori_request *r);
+/* The secret SELF challenged rank r's socket with, which r's answer echoes. */
+uint64_t mori__fuzz_challenge(int rank);
+/* The wire kind a datagram seed's mode byte frames its body as (bits 1-2:
+ * fd, challenge, answer). */
+uint16_t mori__fuzz_datagram_kind(uint8_t mode);
 
 /* A growing, NUL-terminated string, for harnesses that write their own
  * canonical spelling of what a parser returned. */

@@ -138,7 +138,7 @@ void mori__fuzz_check_request(const mori_request *r, const uint8_t *x, size_t le
 }
 
 void mori__fuzz_check_datagram(const mori_datagram *d, const uint8_t *x, size_t len) {
-  uint8_t buf[MORI_WIRE_DATAGRAM_SIZE];
+  uint8_t buf[MORI_WIRE_PROOF_SIZE];
   size_t out_len = 0;
   int rc = mori_wire_encode_datagram(d, buf, sizeof buf, &out_len);
   MORI_FUZZ_CHECK(rc == MORI_WIRE_OK, "datagram: re-encoding an accepted datagram failed: %s",
@@ -173,6 +173,12 @@ void mori__fuzz_world_request(int rank, int world, uint32_t handle_type, mori_re
     snprintf(r->socket_name, sizeof r->socket_name, "/tmp/mori-symm-fuzz/g0/%d.sock", rank);
   else
     for (int i = 0; i < MORI_WIRE_FABRIC_SIZE; i++) r->fabric[i] = (uint8_t)(rank * 64 + i);
+}
+
+uint64_t mori__fuzz_challenge(int rank) { return 0x5ec2e7c4a11e0000ull + (uint64_t)rank; }
+
+uint16_t mori__fuzz_datagram_kind(uint8_t mode) {
+  return (uint16_t)(MORI_WIRE_KIND_DATAGRAM + (mode >> 1 & 3) % MORI_DATAGRAM__TYPES);
 }
 
 /* ---- text ---- */

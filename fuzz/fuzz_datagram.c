@@ -5,9 +5,12 @@
  * decoded datagram must be accepted and, if not, which kind of error it is.
  *
  * Input: mode byte (bit 0: frame the payload as a datagram body with a
- * valid header and CRC), nfds byte, pid byte, uid byte, seen-mask byte,
- * then the payload.  The pid and uid bytes pick a credential relative to
- * the claimed sender (0: its own), or a value no rank has (bit 7 set).
+ * valid header and CRC; bits 1-2: of which type, fd, challenge or answer),
+ * nfds byte (bits 0-1: nfds + 1; bits 2-4: the types NOT yet taken from a
+ * rank the seen mask flags), pid byte, uid byte, seen-mask byte, then the
+ * payload.  The pid and uid bytes pick a credential relative to the
+ * claimed sender (0: its own), or a value no rank has (bit 7 set).  The
+ * challenge sent to rank r's socket is fuzz_challenge(r).
  */
 #include "fuzz.h"
 
@@ -17,12 +20,14 @@
 #include "mori/protocol.h"
 
 static mori_request world[MORI_FUZZ_WORLD];
+static uint64_t challenges[MORI_FUZZ_WORLD];
 
 static void build_world(void) {
   static int built;
   if (built) return;
   for (int r = 0; r < MORI_FUZZ_WORLD; r++)
     mori__fuzz_world_request(r, MORI_FUZZ_WORLD, hipMemHandleTypePosixFileDescriptor, &world[r]);
+  for (int r = 0; r < MORI_FUZZ_WORLD; r++) challenges[r] = mori__fuzz_challenge(r);
   mori_world_info info;
   int rc = mori_validate_world(world, MORI_FUZZ_WORLD, MORI_FUZZ_SELF, &info);
   MORI_FUZZ_CHECK(rc == 0, "the harness's own world is rejected: %s", mori_last_error());
@@ -45,11 +50,13 @@ static void expect(const mori_datagram *d, uint32_t pid, uint32_t uid, int nfds,
                    const uint8_t *seen, int *proto_bad, int *auth_bad) {
   uint32_t s = d->sender_rank;
   int in_range = s < MORI_FUZZ_WORLD && s != MORI_FUZZ_SELF;
-  *proto_bad = !in_range || nfds != 1 || d->receiver_rank != MORI_FUZZ_SELF ||
-               d->window_seq != MORI_FUZZ_WINDOW_SEQ || (in_range && seen[s]);
+  int want_fds = d->type == MORI_DATAGRAM_FD ? 1 : 0;
+  *proto_bad = !in_range || nfds != want_fds || d->receiver_rank != MORI_FUZZ_SELF ||
+               d->window_seq != MORI_FUZZ_WINDOW_SEQ || (in_range && (seen[s] >> d->type & 1));
   *auth_bad = in_range &&
               (pid != world[s].pid || uid != world[s].uid || d->sender_nonce != world[s].nonce ||
-               d->receiver_nonce != world[MORI_FUZZ_SELF].nonce);
+               d->receiver_nonce != world[MORI_FUZZ_SELF].nonce ||
+               (d->type == MORI_DATAGRAM_ANSWER && d->challenge != challenges[s]));
 }
 
 static void check_validation(const mori_datagram *d, const uint8_t ctx[4]) {
@@ -58,9 +65,11 @@ static void check_validation(const mori_datagram *d, const uint8_t ctx[4]) {
   uint32_t pid = pick(ctx[1], claimed, offsetof(mori_request, pid));
   uint32_t uid = pick(ctx[2], claimed, offsetof(mori_request, uid));
   uint8_t seen[MORI_FUZZ_WORLD];
-  for (int r = 0; r < MORI_FUZZ_WORLD; r++) seen[r] = (ctx[3] >> r) & 1;
+  for (int r = 0; r < MORI_FUZZ_WORLD; r++)
+    seen[r] = (ctx[3] >> r) & 1 ? (uint8_t)(~(ctx[0] >> 2) & 7) : 0;
 
-  mori_datagram_expect x = {MORI_FUZZ_WINDOW_SEQ, MORI_FUZZ_SELF, MORI_FUZZ_WORLD, world, seen};
+  mori_datagram_expect x = {MORI_FUZZ_WINDOW_SEQ, MORI_FUZZ_SELF, MORI_FUZZ_WORLD, world, seen,
+                            challenges};
   mori_clear_error();
   int rc = mori_validate_datagram(d, (pid_t)pid, (uid_t)uid, nfds, &x);
 
@@ -72,8 +81,9 @@ static void check_validation(const mori_datagram *d, const uint8_t ctx[4]) {
     return;
   }
   MORI_FUZZ_CHECK(
-      rc != 0, "datagram accepted: sender %u receiver %u seq %llu nfds %d pid %u uid %u",
-      d->sender_rank, d->receiver_rank, (unsigned long long)d->window_seq, nfds, pid, uid);
+      rc != 0, "datagram accepted: type %u sender %u receiver %u seq %llu nfds %d pid %u uid %u",
+      d->type, d->sender_rank, d->receiver_rank, (unsigned long long)d->window_seq, nfds, pid,
+      uid);
   MORI_FUZZ_CHECK(rc == MORI_EPROTO || rc == MORI_EAUTH, "datagram rejected with %d", rc);
   MORI_FUZZ_CHECK(mori_last_error()[0] != '\0', "datagram rejected with no message");
   MORI_FUZZ_CHECK(proto_bad || rc == MORI_EAUTH,
@@ -93,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *msg = data + 1 + CTX;
   size_t len = size - 1 - CTX;
   if (data[0] & 1) {
-    len = mori__fuzz_frame(MORI_WIRE_KIND_DATAGRAM, msg, len, framed, sizeof framed);
+    len = mori__fuzz_frame(mori__fuzz_datagram_kind(data[0]), msg, len, framed, sizeof framed);
     if (len == 0) return 0;
     msg = framed;
   }

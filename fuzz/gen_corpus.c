@@ -193,12 +193,12 @@ static void request_seeds(void) {
 
 static void datagram_seed(const char *name, uint8_t mode, const uint8_t ctx[4],
                           const mori_datagram *d) {
-  uint8_t buf[MORI_WIRE_DATAGRAM_SIZE];
+  uint8_t buf[MORI_WIRE_PROOF_SIZE];
   size_t len;
   if (mori_wire_encode_datagram(d, buf, sizeof buf, &len) != 0)
     fail_gen("the encoder refused a seed datagram", name);
   seed s = {.n = 0};
-  add_u8(&s, mode);
+  add_u8(&s, (uint8_t)(mode | d->type << 1)); /* the framing's kind (fuzz.h) */
   add(&s, ctx, 4);
   if (mode & 1)
     add(&s, buf + MORI_FUZZ_HEADER_SIZE, len - MORI_FUZZ_HEADER_SIZE - MORI_FUZZ_CRC_SIZE);
@@ -216,18 +216,31 @@ static void datagram_seeds(void) {
   for (uint32_t s = 0; s < MORI_FUZZ_WORLD; s++) {
     if (s == MORI_FUZZ_SELF) continue;
     mori_datagram d = {MORI_FUZZ_WINDOW_SEQ, s, MORI_FUZZ_SELF, w[s].nonce,
-                       w[MORI_FUZZ_SELF].nonce};
+                       w[MORI_FUZZ_SELF].nonce, MORI_DATAGRAM_FD, 0};
     snprintf(name, sizeof name, "from-rank%u.raw", s);
     datagram_seed(name, 0, honest, &d);
     snprintf(name, sizeof name, "from-rank%u.body", s);
     datagram_seed(name, 1, honest, &d);
+    /* the proof before it: rank s's challenge, and its answer to SELF's */
+    static const uint8_t no_fd[4] = {1, 0, 0, 0};
+    d.type = MORI_DATAGRAM_CHALLENGE;
+    d.challenge = 0x0123456789abcdefull ^ s;
+    snprintf(name, sizeof name, "challenge-from-rank%u.raw", s);
+    datagram_seed(name, 0, no_fd, &d);
+    d.type = MORI_DATAGRAM_ANSWER;
+    d.challenge = mori__fuzz_challenge((int)s);
+    snprintf(name, sizeof name, "answer-from-rank%u.raw", s);
+    datagram_seed(name, 0, no_fd, &d);
+    snprintf(name, sizeof name, "answer-from-rank%u.body", s);
+    datagram_seed(name, 1, no_fd, &d);
   }
   const mori_datagram good = {MORI_FUZZ_WINDOW_SEQ, 0, MORI_FUZZ_SELF, w[0].nonce,
-                              w[MORI_FUZZ_SELF].nonce};
+                              w[MORI_FUZZ_SELF].nonce, MORI_DATAGRAM_FD, 0};
   static const struct {
     const char *name;
     uint8_t ctx[4];
-    int field; /* 0: none; 1 seq, 2 sender, 3 receiver, 4 sender nonce, 5 receiver nonce */
+    int field; /* 0: none; 1 seq, 2 sender, 3 receiver, 4 sender nonce, 5 receiver nonce,
+                  6: an answer (value: XORed into the secret it echoes) */
     uint64_t value;
   } cases[] = {
       {"duplicate.body", {2, 0, 0, 1}, 0, 0},
@@ -242,6 +255,11 @@ static void datagram_seeds(void) {
       {"addressed-to-another-rank.body", {2, 0, 0, 0}, 3, 2},
       {"wrong-sender-nonce.body", {2, 0, 0, 0}, 4, 1},
       {"wrong-receiver-nonce.body", {2, 0, 0, 0}, 5, 1},
+      /* answers: another secret than the one sent; one already taken;
+       * one with an fd attached */
+      {"answer-with-another-secret.body", {1, 0, 0, 0}, 6, 1},
+      {"duplicate-answer.body", {1 | 3 << 2, 0, 0, 1}, 6, 0},
+      {"answer-with-an-fd.body", {2, 0, 0, 0}, 6, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     mori_datagram d = good;
@@ -251,6 +269,8 @@ static void datagram_seeds(void) {
       d.sender_rank = (uint32_t)v;
     else if (cases[i].field == 3)
       d.receiver_rank = (uint32_t)v;
+    else if (cases[i].field == 6)
+      d.type = MORI_DATAGRAM_ANSWER, d.challenge = mori__fuzz_challenge(0) ^ v;
     else if (u64[cases[i].field])
       *u64[cases[i].field] = v;
     datagram_seed(cases[i].name, 1, cases[i].ctx, &d);

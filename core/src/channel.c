@@ -3,9 +3,11 @@
  * private 0700 directory of its own, under a socket base no other user can
  * change.  Each rank sends its exported fd to every peer with SCM_RIGHTS and
  * takes exactly one from each, checked against the sender's request; an fd
- * goes only to a socket that our uid bound in a directory only our uid can
- * write.  Sends never block, because a peer's queue holds only
- * max_dgram_qlen datagrams: sending and receiving interleave under one poll.
+ * goes only to a socket of our uid in a directory only our uid can write,
+ * and only once the process reading it has proved to be the peer's (a
+ * secret sent there, echoed under the peer's kernel credentials).  Sends
+ * never block, because a peer's queue holds only max_dgram_qlen datagrams:
+ * sending and receiving interleave under one poll.
  */
 #include "internal.h"
 #include "mori/channel.h"
@@ -272,12 +274,20 @@ typedef struct exchange {
   int my_fd;
   int *fds;      /* fds_out */
   int *dest;     /* per rank: O_PATH fd of its verified socket (-1: none) */
-  uint8_t *sent; /* per rank: datagram handed to the kernel */
-  uint8_t *seen; /* per rank: datagram accepted (mori_datagram_expect.seen) */
-  int to_send, to_receive;
+  uint8_t *sent; /* per rank: bit 1 << type for each datagram handed to the kernel */
+  uint8_t *seen; /* per rank: bit 1 << type for each accepted (mori_datagram_expect.seen) */
+  uint64_t *challenge; /* per rank: the secret sent to its socket, which its answer echoes */
+  uint64_t *owed;      /* per rank: the secret of its challenge, which our answer echoes */
+  int to_send, to_receive; /* fd datagrams */
+  int held_up;   /* a send of the last pass found its peer's queue full */
+  int progress;  /* a challenge or an answer arrived: something new may be sent */
   int dropped;   /* datagrams from non-members */
   char first_drop[384];
 } exchange;
+
+#define BIT(type) (1u << (type))
+/* In sent[r]: the last send to rank r found its queue full. */
+#define HELD_UP 0x80u
 
 /* What one recvmsg delivered besides the bytes. */
 typedef struct arrival {
@@ -324,7 +334,7 @@ static int check_arrival(const exchange *x, const uint8_t *buf, ssize_t n, int m
     return mori__error(MORI_EPROTO, "undecodable datagram of %zd bytes: %s", n,
                        mori_wire_strerror(wrc));
   if (!a->has_cred) return mori__error(MORI_EAUTH, "no SCM_CREDENTIALS with the datagram");
-  mori_datagram_expect e = {x->window_seq, x->self, x->world, x->reqs, x->seen};
+  mori_datagram_expect e = {x->window_seq, x->self, x->world, x->reqs, x->seen, x->challenge};
   return mori_validate_datagram(d, a->cred.pid, a->cred.uid, a->nfds, &e);
 }
 
@@ -395,17 +405,25 @@ static int receive_one(exchange *x) {
     mori__error_prefix("rejected datagram from %s: ", who);
     return rc;
   }
-  x->fds[d.sender_rank] = a.fds[0];
-  x->seen[d.sender_rank] = 1;
-  x->to_receive--;
+  x->seen[d.sender_rank] |= BIT(d.type);
+  if (d.type == MORI_DATAGRAM_FD) {
+    x->fds[d.sender_rank] = a.fds[0];
+    x->to_receive--;
+  } else {
+    if (d.type == MORI_DATAGRAM_CHALLENGE) x->owed[d.sender_rank] = d.challenge;
+    x->progress = 1; /* an answer, or an fd, may go out now */
+  }
   return 1;
 }
 
+static int done(const exchange *x) { return x->to_send == 0 && x->to_receive == 0; }
+
 /* A bounded number per call, so that a flood of datagrams to drop cannot
- * keep the loop from its deadline. */
+ * keep the loop from its deadline.  Proofs still owed to us count: every
+ * fd may be in while ours wait for their answers. */
 static int receive_pending(exchange *x) {
   int rc;
-  for (int n = 0; n < x->world + 64 && x->to_receive > 0 && (rc = receive_one(x)) != 0; n++)
+  for (int n = 0; n < 3 * x->world + 64 && !done(x) && (rc = receive_one(x)) != 0; n++)
     if (rc < 0) return rc;
   return 0;
 }
@@ -501,12 +519,17 @@ static int resolve_peers(exchange *x) {
   return 0;
 }
 
-/* 1: sent; 0: the peer's queue is full, retry later; < 0: failed. */
-static int send_one(exchange *x, int r) {
+/* 1: sent; 0: the peer's queue is full, retry later; < 0: failed.  Only
+ * an fd datagram carries an fd; a challenge carries the secret drawn for
+ * the peer's socket, an answer the secret the peer challenged ours with. */
+static int send_one(exchange *x, int r, uint32_t type) {
   const mori_request *peer = &x->reqs[r];
   mori_datagram d = {x->window_seq, (uint32_t)x->self, (uint32_t)r, x->reqs[x->self].nonce,
-                     peer->nonce};
-  uint8_t buf[MORI_WIRE_DATAGRAM_SIZE];
+                     peer->nonce, type,
+                     type == MORI_DATAGRAM_CHALLENGE ? x->challenge[r]
+                     : type == MORI_DATAGRAM_ANSWER  ? x->owed[r]
+                                                     : 0};
+  uint8_t buf[MORI_WIRE_PROOF_SIZE];
   size_t len;
   int wrc = mori_wire_encode_datagram(&d, buf, sizeof buf, &len);
   if (wrc != MORI_WIRE_OK)
@@ -520,58 +543,101 @@ static int send_one(exchange *x, int r) {
   } control;
   struct iovec iov = {buf, len};
   struct msghdr msg = {.msg_name = &addr, .msg_namelen = sizeof addr, .msg_iov = &iov,
-                       .msg_iovlen = 1, .msg_control = control.bytes,
-                       .msg_controllen = sizeof control.bytes};
-  memset(&control, 0, sizeof control); /* padding too: all of it goes to the kernel */
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &x->my_fd, sizeof(int));
+                       .msg_iovlen = 1};
+  if (type == MORI_DATAGRAM_FD) {
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    memset(&control, 0, sizeof control); /* padding too: all of it goes to the kernel */
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &x->my_fd, sizeof(int));
+  }
   ssize_t n = mori_sendmsg(x->ch->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n == (ssize_t)len) return 1;
   if (n < 0 && send_should_retry(errno)) return 0;
   return send_failed(r, peer->socket_name, n < 0 ? errno : EMSGSIZE);
 }
 
+/* What goes to each peer, in this order, once what it needs came from
+ * that peer: a challenge at once; the answer to its challenge; the fd only
+ * after its answer proved that its socket is read by its process. */
+static const struct {
+  uint32_t type;
+  uint8_t needs; /* seen bits */
+} sends[] = {
+    {MORI_DATAGRAM_CHALLENGE, 0},
+    {MORI_DATAGRAM_ANSWER, BIT(MORI_DATAGRAM_CHALLENGE)},
+    {MORI_DATAGRAM_FD, BIT(MORI_DATAGRAM_ANSWER)},
+};
+
 /* Each rank starts with the rank after it, so that the first datagrams of
  * all ranks do not pile into rank 0's queue. */
 static int send_pending(exchange *x) {
-  for (int i = 1; i < x->world && x->to_send > 0; i++) {
+  x->held_up = 0;
+  for (int i = 1; i < x->world; i++) {
     int r = (x->self + i) % x->world;
-    if (x->sent[r]) continue;
-    int rc = send_one(x, r);
-    if (rc < 0) return rc;
-    if (rc == 0) continue;
-    x->sent[r] = 1;
-    x->to_send--;
+    for (size_t k = 0; k < sizeof sends / sizeof sends[0]; k++) {
+      uint32_t type = sends[k].type;
+      if ((x->sent[r] & BIT(type)) || (x->seen[r] & sends[k].needs) != sends[k].needs) continue;
+      int rc = send_one(x, r, type);
+      if (rc < 0) return rc;
+      if (rc == 0) {
+        x->held_up = 1;
+        x->sent[r] |= HELD_UP;
+        break; /* its queue is full: the rest for it waits too */
+      }
+      x->sent[r] = (uint8_t)((x->sent[r] & ~HELD_UP) | BIT(type));
+      if (type == MORI_DATAGRAM_FD) x->to_send--;
+    }
   }
   return 0;
 }
 
-/* "1, 4, 7" from the ranks r != self with flags[r] == 0. */
-static void list_ranks(const exchange *x, const uint8_t *flags, char *out, size_t cap) {
+/* Per peer r: whether a timeout lists it. */
+typedef int (*rank_pred)(const exchange *x, int r);
+static int not_heard(const exchange *x, int r) { return !(x->seen[r] & BIT(MORI_DATAGRAM_FD)); }
+static int unproven(const exchange *x, int r) {
+  return !(x->seen[r] & BIT(MORI_DATAGRAM_ANSWER));
+}
+static int queue_full(const exchange *x, int r) { return (x->sent[r] & HELD_UP) != 0; }
+
+/* "1, 4, 7" from the ranks r != self that pred lists; the first (-1: none). */
+static int list_ranks(const exchange *x, rank_pred pred, char *out, size_t cap) {
   size_t n = 0;
-  int listed = 0, missing = 0;
+  int listed = 0, missing = 0, first = -1;
   out[0] = '\0';
   for (int r = 0; r < x->world; r++) {
-    if (r == x->self || flags[r]) continue;
+    if (r == x->self || !pred(x, r)) continue;
+    if (first < 0) first = r;
     if (listed++ < LIST_RANKS_MAX && n < cap)
       n += (size_t)snprintf(out + n, cap - n, "%s%d", listed > 1 ? ", " : "", r);
     else
       missing++;
   }
   if (missing && n < cap) snprintf(out + n, cap - n, " and %d more", missing);
+  return first;
 }
 
+/* Names the ranks not heard from; the ranks whose sockets never showed
+ * they are read by their ranks' processes, the first with its socket and
+ * process (why no fd went there); and those whose queues stayed full. */
 static int timeout_error(const exchange *x, int timeout_ms) {
-  char heard[160], sent[160];
-  list_ranks(x, x->seen, heard, sizeof heard);
-  list_ranks(x, x->sent, sent, sizeof sent);
-  return mori__error(MORI_ETIMEDOUT, "timed out after %d ms; not heard from rank(s) %s%s%s%s",
-                     timeout_ms, x->to_receive ? heard : "(none)",
-                     x->to_send ? "; not yet sent to rank(s) " : "", x->to_send ? sent : "",
-                     x->to_send ? " (their queues stayed full)" : "");
+  char heard[160], proofs[160], held[160], why[512] = "";
+  list_ranks(x, not_heard, heard, sizeof heard);
+  int r = list_ranks(x, unproven, proofs, sizeof proofs);
+  if (r >= 0)
+    snprintf(why, sizeof why,
+             "; sent no fd to rank(s) %s, whose processes did not answer the challenge sent to "
+             "their sockets (rank %d's socket %s: no answer from pid %u uid %u: rank %d is "
+             "late, or whatever reads that socket is not its process)",
+             proofs, r, x->reqs[r].socket_name, x->reqs[r].pid, x->reqs[r].uid, r);
+  int full = list_ranks(x, queue_full, held, sizeof held) >= 0;
+  return mori__error(MORI_ETIMEDOUT, "timed out after %d ms; not heard from rank(s) %s%s%s%s%s",
+                     timeout_ms, x->to_receive ? heard : "(none)", why,
+                     full ? "; not yet sent to rank(s) " : "", full ? held : "",
+                     full ? " (their queues stayed full)" : "");
 }
 
 /* Whatever ended the exchange, the datagrams dropped on the way may be why. */
@@ -605,14 +671,16 @@ static int exchange_run(exchange *x, int timeout_ms) {
   MORI_GUARD(peer_failed_first(x, resolve_peers(x)));
   for (;;) {
     MORI_GUARD(peer_failed_first(x, send_pending(x)));
+    x->progress = 0;
     MORI_GUARD(receive_pending(x));
-    if (x->to_send == 0 && x->to_receive == 0) return 0;
+    if (done(x)) return 0;
     long long left = deadline - now_ms();
     if (left <= 0) return timeout_error(x, timeout_ms);
+    if (x->progress) continue; /* answer or send the fd before sleeping */
     if (x->ch->abort_check != NULL) MORI_GUARD(x->ch->abort_check(x->ch->abort_ctx));
     struct pollfd p = {x->ch->fd, POLLIN, 0};
     /* With an abort check, wake up now and then to run it. */
-    long long slice = x->to_send ? SEND_RETRY_MS : x->ch->abort_check ? ABORT_CHECK_MS : left;
+    long long slice = x->held_up ? SEND_RETRY_MS : x->ch->abort_check ? ABORT_CHECK_MS : left;
     int wait = (int)(left > slice ? slice : left);
     if (mori_poll(&p, 1, wait) < 0 && errno != EINTR)
       return mori__error(MORI_EIO, "poll(%s): %s", x->ch->name, strerror(errno));
@@ -641,19 +709,27 @@ int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms) {
   uint8_t *flags = NULL;
   int *dest = NULL;
+  uint64_t *secrets = NULL;
   exchange x = {0};
   for (int r = 0; fds_out && r < world && r < MORI_WIRE_MAX_WORLD; r++) fds_out[r] = -1;
   int rc = exchange_check_args(ch, reqs, world, self, my_fd, fds_out, timeout_ms);
   if (rc < 0) goto Exit;
   flags = mori_calloc(2, (size_t)world);
   dest = mori_malloc((size_t)world * sizeof *dest);
-  if (!flags || !dest) {
-    rc = mori__nomem("fd channel: %d bytes", 2 * world + world * (int)sizeof *dest);
+  secrets = mori_calloc(2 * (size_t)world, sizeof *secrets);
+  if (!flags || !dest || !secrets) {
+    rc = mori__nomem("fd channel: %zu bytes",
+                     (size_t)world * (2 + sizeof *dest + 2 * sizeof *secrets));
     goto Exit;
   }
-  for (int r = 0; r < world; r++) dest[r] = -1;
-  x = (exchange){ch, reqs, world, self, window_seq, my_fd, fds_out, dest, flags, flags + world,
-                 world - 1, world - 1, 0, ""};
+  for (int r = 0; r < world; r++) {
+    dest[r] = -1;
+    secrets[r] = mori__random64(); /* a fresh challenge for each peer's socket */
+  }
+  x = (exchange){.ch = ch, .reqs = reqs, .world = world, .self = self, .window_seq = window_seq,
+                 .my_fd = my_fd, .fds = fds_out, .dest = dest, .sent = flags,
+                 .seen = flags + world, .challenge = secrets, .owed = secrets + world,
+                 .to_send = world - 1, .to_receive = world - 1};
   rc = exchange_run(&x, timeout_ms);
   if (rc < 0) close_fds(fds_out, world);
   if (rc < 0) report_drops(&x);
@@ -662,6 +738,7 @@ int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world,
 Exit:
   free(flags);
   free(dest);
+  free(secrets);
   if (rc < 0)
     mori__error_prefix("fd channel rank %d window %llu: ", self, (unsigned long long)window_seq);
   return rc;

@@ -200,25 +200,37 @@ int mori_validate_world(const mori_request *reqs, int world, int self, mori_worl
 
 /* ---- fd datagrams ---- */
 
+/* How each type of datagram is named in messages, and the fds it carries. */
+static const struct {
+  const char *name;
+  int nfds;
+} datagram_types[MORI_DATAGRAM__TYPES] = {
+    [MORI_DATAGRAM_FD] = {"fd datagram", 1},
+    [MORI_DATAGRAM_CHALLENGE] = {"challenge", 0},
+    [MORI_DATAGRAM_ANSWER] = {"answer", 0},
+};
+
 /* The claimed sender first (every later message names it), then shape and
  * addressing, then the sequence: a stale datagram from the real sender
  * carries last window's nonces and would otherwise read as forged. */
 static int check_addressing(const mori_datagram *d, int nfds, const mori_datagram_expect *x) {
   uint32_t s = d->sender_rank, self = (uint32_t)x->self_rank;
+  const char *what = datagram_types[d->type].name;
   if (s >= (uint32_t)x->world)
-    return mori__error(MORI_EPROTO, "fd datagram claims rank %u, outside the world of %d", s,
+    return mori__error(MORI_EPROTO, "%s claims rank %u, outside the world of %d", what, s,
                        x->world);
   if (s == self)
-    return mori__error(MORI_EPROTO, "fd datagram claims rank %u, which is this rank", s);
-  if (nfds != 1)
-    return mori__error(MORI_EPROTO, "fd datagram from rank %u carries %d fds, expected 1", s, nfds);
+    return mori__error(MORI_EPROTO, "%s claims rank %u, which is this rank", what, s);
+  if (nfds != datagram_types[d->type].nfds)
+    return mori__error(MORI_EPROTO, "%s from rank %u carries %d fds, expected %d", what, s, nfds,
+                       datagram_types[d->type].nfds);
   if (d->receiver_rank != self)
-    return mori__error(MORI_EPROTO, "fd datagram from rank %u is addressed to rank %u, not rank %u",
+    return mori__error(MORI_EPROTO, "%s from rank %u is addressed to rank %u, not rank %u", what,
                        s, d->receiver_rank, self);
   if (d->window_seq != x->window_seq)
-    return mori__error(MORI_EPROTO,
-                       "stale fd datagram from rank %u: window sequence %llu, expected %llu", s,
-                       (unsigned long long)d->window_seq, (unsigned long long)x->window_seq);
+    return mori__error(MORI_EPROTO, "stale %s from rank %u: window sequence %llu, expected %llu",
+                       what, s, (unsigned long long)d->window_seq,
+                       (unsigned long long)x->window_seq);
   return 0;
 }
 
@@ -227,24 +239,37 @@ static int check_credentials(const mori_datagram *d, pid_t pid, uid_t uid,
                              const mori_datagram_expect *x) {
   uint32_t s = d->sender_rank, self = (uint32_t)x->self_rank;
   const mori_request *sender = &x->reqs[s], *receiver = &x->reqs[self];
+  const char *what = datagram_types[d->type].name;
   if ((uint32_t)pid != sender->pid)
-    return mori__error(MORI_EAUTH,
-                       "fd datagram claims rank %u but comes from pid %ld (rank %u is pid %u)", s,
-                       (long)pid, s, sender->pid);
+    return mori__error(MORI_EAUTH, "%s claims rank %u but comes from pid %ld (rank %u is pid %u)",
+                       what, s, (long)pid, s, sender->pid);
   if ((uint32_t)uid != sender->uid)
     return mori__error(MORI_EAUTH,
-                       "fd datagram claims rank %u but comes from uid %lu (rank %u is uid %u)", s,
+                       "%s claims rank %u but comes from uid %lu (rank %u is uid %u)", what, s,
                        (unsigned long)uid, s, sender->uid);
   if (d->sender_nonce != sender->nonce)
     return mori__error(MORI_EAUTH,
-                       "fd datagram claims rank %u but carries sender nonce %#llx (rank %u's is "
-                       "%#llx)",
-                       s, (unsigned long long)d->sender_nonce, s,
+                       "%s claims rank %u but carries sender nonce %#llx (rank %u's is %#llx)",
+                       what, s, (unsigned long long)d->sender_nonce, s,
                        (unsigned long long)sender->nonce);
   if (d->receiver_nonce != receiver->nonce)
-    return mori__error(
-        MORI_EAUTH, "fd datagram from rank %u carries receiver nonce %#llx, not rank %u's %#llx", s,
-        (unsigned long long)d->receiver_nonce, self, (unsigned long long)receiver->nonce);
+    return mori__error(MORI_EAUTH, "%s from rank %u carries receiver nonce %#llx, not rank %u's %#llx",
+                       what, s, (unsigned long long)d->receiver_nonce, self,
+                       (unsigned long long)receiver->nonce);
+  return 0;
+}
+
+/* An answer proves that rank s's process read the challenge sent to the
+ * socket its request names: only that socket was told the secret. */
+static int check_echo(const mori_datagram *d, const mori_datagram_expect *x) {
+  uint32_t s = d->sender_rank;
+  if (d->type != MORI_DATAGRAM_ANSWER) return 0;
+  if (x->challenges == NULL)
+    return mori__error(MORI_EAUTH, "answer from rank %u, which was sent no challenge", s);
+  if (d->challenge != x->challenges[s])
+    return mori__error(MORI_EAUTH,
+                       "answer from rank %u echoes %#llx, not the challenge sent to its socket",
+                       s, (unsigned long long)d->challenge);
   return 0;
 }
 
@@ -252,13 +277,16 @@ static int check_credentials(const mori_datagram *d, pid_t pid, uid_t uid,
 int mori_validate_datagram(const mori_datagram *d, pid_t pid, uid_t uid, int nfds,
                            const mori_datagram_expect *x) {
   if (!d || !x || !x->reqs || !x->seen || x->world < 1 || x->self_rank < 0 ||
-      x->self_rank >= x->world)
+      x->self_rank >= x->world || d->type >= MORI_DATAGRAM__TYPES)
     return mori__error(MORI_EINVAL,
-                       "mori_validate_datagram: self rank %d, world %d, or no requests/seen flags",
-                       x ? x->self_rank : -1, x ? x->world : 0);
+                       "mori_validate_datagram: self rank %d, world %d, type %u, or no "
+                       "requests/seen flags",
+                       x ? x->self_rank : -1, x ? x->world : 0, d ? d->type : 0);
   MORI_GUARD(check_addressing(d, nfds, x));
   MORI_GUARD(check_credentials(d, pid, uid, x));
-  if (x->seen[d->sender_rank])
-    return mori__error(MORI_EPROTO, "duplicate fd datagram from rank %u", d->sender_rank);
+  MORI_GUARD(check_echo(d, x));
+  if (x->seen[d->sender_rank] & (1u << d->type))
+    return mori__error(MORI_EPROTO, "duplicate %s from rank %u", datagram_types[d->type].name,
+                       d->sender_rank);
   return 0;
 }

@@ -20,6 +20,8 @@
 
 _Static_assert(HEADER_SIZE + DATAGRAM_BODY_SIZE + CRC_SIZE == MORI_WIRE_DATAGRAM_SIZE,
                "datagram layout");
+_Static_assert(MORI_WIRE_DATAGRAM_SIZE + 8 == MORI_WIRE_PROOF_SIZE,
+               "a challenge or an answer is a datagram and its secret");
 _Static_assert(HEADER_SIZE + REQUEST_FIXED_SIZE + 2 + MORI_WIRE_SOCKET_NAME_MAX + 2 +
                        MORI_WIRE_FABRIC_SIZE + CRC_SIZE <=
                    MORI_WIRE_REQUEST_MAX,
@@ -279,7 +281,19 @@ int mori_wire_decode_request(const uint8_t *buf, size_t len, mori_request *out) 
 
 /* ---- datagram ---- */
 
+/* Each type of datagram: its kind on the wire and its one length.  The
+ * secret of a challenge or an answer follows the common body. */
+static const struct {
+  uint16_t kind;
+  size_t size;
+} datagram_types[MORI_DATAGRAM__TYPES] = {
+    [MORI_DATAGRAM_FD] = {MORI_WIRE_KIND_DATAGRAM, MORI_WIRE_DATAGRAM_SIZE},
+    [MORI_DATAGRAM_CHALLENGE] = {MORI_WIRE_KIND_CHALLENGE, MORI_WIRE_PROOF_SIZE},
+    [MORI_DATAGRAM_ANSWER] = {MORI_WIRE_KIND_ANSWER, MORI_WIRE_PROOF_SIZE},
+};
+
 static int check_datagram(const mori_datagram *d) {
+  if (d->type >= MORI_DATAGRAM__TYPES) return MORI_WIRE_EKIND;
   if (d->sender_rank >= MORI_WIRE_MAX_WORLD || d->receiver_rank >= MORI_WIRE_MAX_WORLD)
     return MORI_WIRE_ERANK;
   return MORI_WIRE_OK;
@@ -288,32 +302,45 @@ static int check_datagram(const mori_datagram *d) {
 int mori_wire_encode_datagram(const mori_datagram *d, uint8_t *buf, size_t cap, size_t *len) {
   int rc = check_datagram(d);
   if (rc) return rc;
-  if (cap < MORI_WIRE_DATAGRAM_SIZE) return MORI_WIRE_ENOSPACE;
+  size_t size = datagram_types[d->type].size;
+  if (cap < size) return MORI_WIRE_ENOSPACE;
 
-  uint8_t *p = put_header(buf, MORI_WIRE_KIND_DATAGRAM, MORI_WIRE_DATAGRAM_SIZE);
+  uint8_t *p = put_header(buf, datagram_types[d->type].kind, size);
   p = put_u64(p, d->window_seq);
   p = put_u32(p, d->sender_rank);
   p = put_u32(p, d->receiver_rank);
   p = put_u64(p, d->sender_nonce);
   p = put_u64(p, d->receiver_nonce);
+  if (d->type != MORI_DATAGRAM_FD) p = put_u64(p, d->challenge);
   put_crc(buf, p);
-  if (len) *len = MORI_WIRE_DATAGRAM_SIZE;
+  if (len) *len = size;
   return MORI_WIRE_OK;
+}
+
+/* The type whose kind the header names; an fd datagram's if it names none
+ * (the frame check then says the kind is wrong). */
+static uint32_t datagram_type_of(const uint8_t *buf, size_t len) {
+  uint64_t kind = len >= 8 ? load_le(buf + 6, 2) : 0;
+  for (uint32_t t = 0; t < MORI_DATAGRAM__TYPES; t++)
+    if (datagram_types[t].kind == kind) return t;
+  return MORI_DATAGRAM_FD;
 }
 
 int mori_wire_decode_datagram(const uint8_t *buf, size_t len, mori_datagram *out) {
   const uint8_t *src, *end;
-  mori_datagram d;
+  mori_datagram d = {0};
   int rc;
 
-  rc = decode_frame(buf, len, MORI_WIRE_KIND_DATAGRAM, MORI_WIRE_DATAGRAM_SIZE,
-                    MORI_WIRE_DATAGRAM_SIZE, &src, &end);
+  d.type = datagram_type_of(buf, len);
+  size_t size = datagram_types[d.type].size;
+  rc = decode_frame(buf, len, datagram_types[d.type].kind, size, size, &src, &end);
   if (rc) return rc;
-  /* The frame pinned total_length to the datagram size, so the body is
-   * exactly DATAGRAM_BODY_SIZE bytes and these reads cannot fall short. */
+  /* The frame pinned total_length to the type's size, so the body is
+   * exactly as long as the reads below and they cannot fall short. */
   if (get_u64(&src, end, &d.window_seq) || get_u32(&src, end, &d.sender_rank) ||
       get_u32(&src, end, &d.receiver_rank) || get_u64(&src, end, &d.sender_nonce) ||
-      get_u64(&src, end, &d.receiver_nonce))
+      get_u64(&src, end, &d.receiver_nonce) ||
+      (d.type != MORI_DATAGRAM_FD && get_u64(&src, end, &d.challenge)))
     return MORI_WIRE_ELENGTH;
   rc = check_datagram(&d);
   if (rc) return rc;

@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,4 +128,80 @@ int harness_send_raw(const char *path, const void *buf, size_t len, const int *f
   int rc = sendmsg(s, &msg, MSG_DONTWAIT) == (ssize_t)len ? 0 : -errno;
   close(s);
   return rc;
+}
+
+/* ---- the proof, played for in-process peers ---- */
+
+enum { PROVER_MAX = 16 };
+
+struct harness_prover {
+  pthread_t thread;
+  int stop[2]; /* a byte on stop[1] ends the thread */
+  int sockets[PROVER_MAX];
+  const mori_request *reqs;
+  int world, victim;
+  uint64_t seq;
+};
+
+/* Reads the challenge on rank r's socket and answers it; 1 once done. */
+static int answer_one(const harness_prover *p, int r) {
+  uint8_t buf[128];
+  ssize_t n = recv(p->sockets[r], buf, sizeof buf, MSG_DONTWAIT);
+  mori_datagram d;
+  if (n < 0 || mori_wire_decode_datagram(buf, (size_t)n, &d) != MORI_WIRE_OK ||
+      d.type != MORI_DATAGRAM_CHALLENGE)
+    return n >= 0; /* not a challenge: read, and done with this socket all the same */
+  mori_datagram a = {p->seq, (uint32_t)r, (uint32_t)p->victim, p->reqs[r].nonce,
+                     p->reqs[p->victim].nonce, MORI_DATAGRAM_ANSWER, d.challenge};
+  size_t len = 0;
+  if (mori_wire_encode_datagram(&a, buf, sizeof buf, &len) == MORI_WIRE_OK)
+    (void)harness_send_raw(p->reqs[p->victim].socket_name, buf, len, NULL, 0);
+  return 1;
+}
+
+static void *prover_main(void *arg) {
+  harness_prover *p = arg;
+  int pending = 0;
+  for (int r = 0; r < p->world; r++) pending += p->sockets[r] >= 0;
+  while (pending > 0) {
+    struct pollfd fds[PROVER_MAX + 1];
+    int who[PROVER_MAX + 1], n = 0;
+    fds[n] = (struct pollfd){p->stop[0], POLLIN, 0};
+    who[n++] = -1;
+    for (int r = 0; r < p->world; r++)
+      if (p->sockets[r] >= 0) {
+        fds[n] = (struct pollfd){p->sockets[r], POLLIN, 0};
+        who[n++] = r;
+      }
+    if (poll(fds, (nfds_t)n, -1) < 0 && errno != EINTR) break;
+    if (fds[0].revents) break;
+    for (int i = 1; i < n; i++)
+      if ((fds[i].revents & POLLIN) && answer_one(p, who[i])) {
+        p->sockets[who[i]] = -1;
+        pending--;
+      }
+  }
+  return NULL;
+}
+
+harness_prover *harness_prover_start(const int *sockets, const mori_request *reqs, int world,
+                                     int victim, uint64_t seq) {
+  harness_prover *p = calloc(1, sizeof *p);
+  if (p == NULL || world > PROVER_MAX || pipe(p->stop) != 0) abort();
+  for (int r = 0; r < world; r++) p->sockets[r] = r == victim ? -1 : sockets[r];
+  p->reqs = reqs;
+  p->world = world;
+  p->victim = victim;
+  p->seq = seq;
+  if (pthread_create(&p->thread, NULL, prover_main, p) != 0) abort();
+  return p;
+}
+
+void harness_prover_stop(harness_prover *p) {
+  char byte = 1;
+  if (write(p->stop[1], &byte, 1) != 1) abort();
+  pthread_join(p->thread, NULL);
+  close(p->stop[0]);
+  close(p->stop[1]);
+  free(p);
 }

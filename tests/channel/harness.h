@@ -38,4 +38,15 @@ int harness_fd_has_marker(int fd, const char *marker);
  * path, from a socket of its own.  0 or -errno. */
 int harness_send_raw(const char *path, const void *buf, size_t len, const int *fds, int nfds);
 
+/* Plays the proof for the peers of rank victim whose channels live in this
+ * process, while victim exchanges: a thread reads the first datagram on
+ * each peer's socket (sockets[r], -1 for none), which is victim's
+ * challenge, and answers it to victim's socket, from this process (the
+ * peers' requests carry its pid).  It reads nothing after that, so what
+ * victim sends next stays queued for the test.  stop joins the thread. */
+typedef struct harness_prover harness_prover;
+harness_prover *harness_prover_start(const int *sockets, const mori_request *reqs, int world,
+                                     int victim, uint64_t seq);
+void harness_prover_stop(harness_prover *p);
+
 #endif

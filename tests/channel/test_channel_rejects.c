@@ -60,7 +60,7 @@ static int teardown(void **state) {
 
 static mori_datagram valid_datagram(const fixture *f, int sender) {
   mori_datagram d = {SEQ, (uint32_t)sender, VICTIM, f->reqs[sender].nonce,
-                     f->reqs[VICTIM].nonce};
+                     f->reqs[VICTIM].nonce, MORI_DATAGRAM_FD, 0};
   return d;
 }
 
@@ -83,9 +83,16 @@ static void send_valid(fixture *f, int sender) {
   send_to_victim(f, buf, sizeof buf, 1, sender);
 }
 
+/* Ranks 1 and 2 answer rank 0's challenges (their channels that are
+ * still open), so that rank 0 may send them its fd. */
 static int victim_exchange(fixture *f, int timeout_ms) {
-  return mori_channel_exchange(f->ch[VICTIM], f->reqs, WORLD, VICTIM, SEQ, f->victim_obj,
-                               f->fds_out, timeout_ms);
+  int sockets[WORLD];
+  for (int r = 0; r < WORLD; r++) sockets[r] = f->ch[r] ? mori_channel_fd(f->ch[r]) : -1;
+  harness_prover *p = harness_prover_start(sockets, f->reqs, WORLD, VICTIM, SEQ);
+  int rc = mori_channel_exchange(f->ch[VICTIM], f->reqs, WORLD, VICTIM, SEQ, f->victim_obj,
+                                 f->fds_out, timeout_ms);
+  harness_prover_stop(p);
+  return rc;
 }
 
 static void assert_failed_cleanly(const fixture *f, int rc, int want, int fds_before) {

@@ -203,6 +203,9 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   base = NULL;
   int fds0 = mori_count_fds();
   if (rc == 0) rc = mori_symm_alloc(rp->size ? rp->size : (size_t)1 << 20, ctx->rank, &base);
+  if (rc == 0 && rp->secret &&
+      mori_hipMemcpy(base, rp->secret, strlen(rp->secret) + 1, hipMemcpyHostToDevice))
+    rc = MORI_EHIP;
   struct rlimit saved;
   getrlimit(RLIMIT_NOFILE, &saved);
   if (rc == 0 && rp->nofile_headroom) sec_limit_fds(rp->nofile_headroom - 1);

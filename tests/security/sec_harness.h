@@ -80,6 +80,7 @@ typedef struct sec_rank_plan {
   void (*after_set)(const char *key, void *ctx);
   void *after_set_ctx;
   size_t nofile_headroom; /* > 0: RLIMIT_NOFILE leaves this - 1 fds to open in rendezvous */
+  const char *secret;     /* written at the start of the buffer before rendezvous */
 } sec_rank_plan;
 
 typedef struct sec_plan {

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,25 +29,50 @@
 
 /* ---- a man in the store: rank 0 reads a rank 1 request it did not send ---- */
 
-/* A process (of uid) bound at path that counts the fds it receives until
- * stopped; the count comes back through a pipe. */
+/* A process of uid reading a socket at path, counting the fds it receives
+ * until stopped and looking into each for a secret (as another user would
+ * read a rank's memory through its fd); both come back through a pipe.
+ * activated: root binds the socket and hands it to the process, which then
+ * runs as uid (socket activation: the socket is root's, its reader not). */
 typedef struct listener {
   pid_t pid;
   int stop_w, count_r;
   char path[108];
 } listener;
 
-static void listen_child(uid_t uid, const char *path, int ready_w, int stop_r, int count_w) {
+typedef struct heard {
+  int fds;     /* fds received */
+  int secrets; /* of them, fds whose object holds the secret */
+} heard;
+
+/* Whether the object behind fd holds secret anywhere. */
+static int object_holds(int fd, const char *secret) {
+  struct stat st;
+  if (!secret || fstat(fd, &st) != 0 || st.st_size <= 0) return 0;
+  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return 0;
+  int found = memmem(p, (size_t)st.st_size, secret, strlen(secret)) != NULL;
+  munmap(p, (size_t)st.st_size);
+  return found;
+}
+
+static void drop_to_uid(uid_t uid) {
   if (uid != geteuid() &&
       (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
     _exit(120);
+}
+
+static void listen_child(uid_t uid, int activated, const char *path, const char *secret,
+                         int ready_w, int stop_r, int count_w) {
+  if (!activated) drop_to_uid(uid);
   int s = socket(AF_UNIX, SOCK_DGRAM, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
   if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || chmod(path, 0777) != 0) _exit(121);
+  if (activated) drop_to_uid(uid);
   char ok = 1;
   if (write(ready_w, &ok, 1) != 1) _exit(122);
-  int count = 0;
+  heard h = {0, 0};
   struct pollfd p[2] = {{s, POLLIN, 0}, {stop_r, POLLIN, 0}};
   while (poll(p, 2, -1) > 0 && !(p[1].revents & (POLLIN | POLLHUP))) {
     char buf[256];
@@ -60,12 +86,18 @@ static void listen_child(uid_t uid, const char *path, int ready_w, int stop_r, i
     if (recvmsg(s, &msg, MSG_DONTWAIT) < 0) continue;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        count += (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+          int fd;
+          memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          h.fds++;
+          h.secrets += object_holds(fd, secret);
+          close(fd);
+        }
   }
-  _exit(write(count_w, &count, sizeof count) == sizeof count ? 0 : 123);
+  _exit(write(count_w, &h, sizeof h) == sizeof h ? 0 : 123);
 }
 
-static listener listener_start(uid_t uid, const char *path) {
+static listener listener_start_as(uid_t uid, int activated, const char *path, const char *secret) {
   listener l = {0};
   int ready[2], stop[2], count[2];
   assert_int_equal(pipe(ready), 0);
@@ -78,7 +110,7 @@ static listener listener_start(uid_t uid, const char *path) {
     close(ready[0]);
     close(stop[1]);
     close(count[0]);
-    listen_child(uid, path, ready[1], stop[0], count[1]);
+    listen_child(uid, activated, path, secret, ready[1], stop[0], count[1]);
   }
   close(ready[1]);
   close(stop[0]);
@@ -91,15 +123,22 @@ static listener listener_start(uid_t uid, const char *path) {
   return l;
 }
 
-/* How many fds it was sent. */
-static int listener_stop(listener *l) {
-  int count = -1;
+static listener listener_start(uid_t uid, const char *path) {
+  return listener_start_as(uid, 0, path, NULL);
+}
+
+/* What it heard. */
+static heard listener_heard(listener *l) {
+  heard h = {-1, -1};
   close(l->stop_w);
-  if (read(l->count_r, &count, sizeof count) != sizeof count) count = -1;
+  if (read(l->count_r, &h, sizeof h) != sizeof h) h.fds = h.secrets = -1;
   close(l->count_r);
   waitpid(l->pid, NULL, 0);
-  return count;
+  return h;
 }
+
+/* How many fds it was sent. */
+static int listener_stop(listener *l) { return listener_heard(l).fds; }
 
 /* What rank 0 is made to read as rank 1's request. */
 typedef struct tamper {
@@ -199,6 +238,42 @@ static void a_request_naming_a_socket_anyone_could_have_bound_gets_no_fd(void **
   scene_close(&sc);
 }
 
+/* Socket activation turned against a rank: root binds a socket in a
+ * directory of root's and hands its reading end to a process of another
+ * user.  The socket, its directory and the uid the request claims are all
+ * ours (root's): only the process reading it is not.  That user publishes
+ * a request for rank 1 naming the socket (through a store any local user
+ * can write, as torch's TCPStore is), and must get no fd: rank 0 fails,
+ * naming rank 1, the socket and why, and her process reads nothing of
+ * rank 0's memory. */
+static void a_socket_of_ours_read_by_another_user_s_process_gets_no_fd(void **s) {
+  (void)s;
+  SEC_NEED_ROOT("a root-owned socket read by a process of another uid");
+  static const char secret[] = "rank 0's memory: 5ec2e7-0f-rank-0";
+  scene sc;
+  scene_open(&sc, geteuid(), 0755); /* root's, like /run/<service>/ */
+  listener l = listener_start_as(SEC_OTHER_UID, 1, sc.socket, secret);
+  tamper t = {0, 0, sc.socket}; /* our uid, rank 1's pid: only the socket is hers */
+  sec_plan plan = {.timeout_ms = 1500};
+  plan.rank[0].rewrite = tamper_request;
+  plan.rank[0].rewrite_ctx = &t;
+  plan.rank[0].secret = secret;
+  mori_rank_result res[2];
+  sec_launch(sc.dir, 2, &plan, res);
+  heard h = listener_heard(&l);
+  print_message("rank 0: %s\n", sec_err(res[0].msg));
+  if (h.fds != 0)
+    fail_msg("the process of uid %d reading %s was sent %d fd(s) and read rank 0's memory "
+             "through %d of them",
+             SEC_OTHER_UID, sc.socket, h.fds, h.secrets);
+  const char *err = sec_err(res[0].msg);
+  if (sec_num(res[0].msg, "rc") == 0) fail_msg("rank 0 succeeded: %s", res[0].msg);
+  if (!strstr(err, "rank 1") || !strstr(err, sc.socket) || !strstr(err, "challenge"))
+    fail_msg("rank 0's error does not name rank 1, %s and the unanswered challenge: %s",
+             sc.socket, err);
+  scene_close(&sc);
+}
+
 /* ---- non-members on the fd channel ---- */
 
 enum { WORLD = 3, VICTIM = 0, SEQ = 11 };
@@ -231,9 +306,21 @@ static void channels_close(channels *c) {
   unsetenv("MORI_SYMM_SOCKET_DIR");
 }
 
+/* The victim's exchange, ranks 1 and 2 answering its challenges. */
+static int victim_exchange(channels *c, int timeout_ms) {
+  int sockets[WORLD];
+  for (int r = 0; r < WORLD; r++) sockets[r] = mori_channel_fd(c->ch[r]);
+  harness_prover *p = harness_prover_start(sockets, c->reqs, WORLD, VICTIM, SEQ);
+  int rc = mori_channel_exchange(c->ch[VICTIM], c->reqs, WORLD, VICTIM, SEQ, c->my_obj,
+                                 c->fds_out, timeout_ms);
+  harness_prover_stop(p);
+  return rc;
+}
+
 static void send_as(const channels *c, int sender, const char *marker, int garbage) {
   uint8_t buf[MORI_WIRE_DATAGRAM_SIZE];
-  mori_datagram d = {SEQ, (uint32_t)sender, VICTIM, c->reqs[sender].nonce, c->reqs[VICTIM].nonce};
+  mori_datagram d = {SEQ, (uint32_t)sender, VICTIM, c->reqs[sender].nonce, c->reqs[VICTIM].nonce,
+                     MORI_DATAGRAM_FD, 0};
   assert_int_equal(mori_wire_encode_datagram(&d, buf, sizeof buf, NULL), MORI_WIRE_OK);
   if (garbage) memset(buf, 0x5a, sizeof buf);
   int obj = harness_marker_fd(marker);
@@ -265,8 +352,7 @@ static void datagrams_from_non_members_are_dropped_and_the_exchange_completes(vo
   send_as(&c, 2, "from rank 2", 0);
   send_as(&c, 1, "from rank 1", 0);
   int before = harness_count_fds();
-  int rc = mori_channel_exchange(c.ch[VICTIM], c.reqs, WORLD, VICTIM, SEQ, c.my_obj, c.fds_out,
-                                 3000);
+  int rc = victim_exchange(&c, 3000);
   if (rc != 0) fail_msg("exchange: %s", mori_last_error());
   assert_true(harness_fd_has_marker(c.fds_out[1], "from rank 1"));
   assert_true(harness_fd_has_marker(c.fds_out[2], "from rank 2"));
@@ -283,8 +369,7 @@ static void an_exchange_that_times_out_reports_the_non_members_it_dropped(void *
   pid_t pid = send_from_a_non_member(&c);
   send_as(&c, 2, "from rank 2", 0);
   int before = harness_count_fds();
-  int rc = mori_channel_exchange(c.ch[VICTIM], c.reqs, WORLD, VICTIM, SEQ, c.my_obj, c.fds_out,
-                                 200);
+  int rc = victim_exchange(&c, 200);
   const char *m = mori_last_error();
   char who[64];
   snprintf(who, sizeof who, "pid %ld", (long)pid);
@@ -303,8 +388,7 @@ static void a_member_that_misbehaves_still_fails_the_exchange(void **s) {
   channels_open(&c);
   send_as(&c, 1, "from rank 1", 0);
   send_as(&c, 1, "from rank 1", 0); /* a duplicate, from a member's process */
-  int rc = mori_channel_exchange(c.ch[VICTIM], c.reqs, WORLD, VICTIM, SEQ, c.my_obj, c.fds_out,
-                                 3000);
+  int rc = victim_exchange(&c, 3000);
   if (rc != MORI_EPROTO || !strstr(mori_last_error(), "duplicate"))
     fail_msg("want a duplicate's MORI_EPROTO, got %s: %s", mori_error_name(rc), mori_last_error());
   channels_close(&c);
@@ -333,6 +417,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_request_naming_another_uid_gets_no_fd),
       cmocka_unit_test(a_request_with_our_uid_naming_another_user_s_socket_gets_no_fd),
       cmocka_unit_test(a_request_naming_a_socket_anyone_could_have_bound_gets_no_fd),
+      cmocka_unit_test(a_socket_of_ours_read_by_another_user_s_process_gets_no_fd),
       cmocka_unit_test(datagrams_from_non_members_are_dropped_and_the_exchange_completes),
       cmocka_unit_test(an_exchange_that_times_out_reports_the_non_members_it_dropped),
       cmocka_unit_test(a_member_that_misbehaves_still_fails_the_exchange),

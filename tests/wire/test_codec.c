@@ -604,7 +604,7 @@ static const uint8_t golden_datagram[MORI_WIRE_DATAGRAM_SIZE] = {
 };
 
 static const mori_datagram golden = {0x0102030405060708ull, 2, 5, 0x1122334455667788ull,
-                                     0x99aabbccddeeff00ull};
+                                     0x99aabbccddeeff00ull, MORI_DATAGRAM_FD, 0};
 
 static void datagram_encoding_matches_the_documented_bytes(void **state) {
   uint8_t buf[64];
@@ -630,6 +630,8 @@ static void datagram_truncated_at_every_length_is_etruncated(void **state) {
     assert_int_equal(mori_wire_decode_datagram(golden_datagram, n, &d), MORI_WIRE_ETRUNCATED);
 }
 
+/* A kind flipped into another type's (challenge 3 is fd 2 with bit 0 set)
+ * names a message of another length: ELENGTH, as a flipped length would. */
 static void datagram_bit_flip_anywhere_gives_its_specific_error(void **state) {
   uint8_t buf[MORI_WIRE_DATAGRAM_SIZE];
   mori_datagram d;
@@ -637,7 +639,12 @@ static void datagram_bit_flip_anywhere_gives_its_specific_error(void **state) {
   for (size_t i = 0; i < sizeof buf; i++)
     for (int bit = 0; bit < 8; bit++) {
       buf[i] ^= (uint8_t)(1u << bit);
-      assert_flip_error(i, mori_wire_decode_datagram(buf, sizeof buf, &d));
+      int rc = mori_wire_decode_datagram(buf, sizeof buf, &d);
+      uint8_t kind = buf[OFF_KIND];
+      if (i == OFF_KIND && (kind == MORI_WIRE_KIND_CHALLENGE || kind == MORI_WIRE_KIND_ANSWER))
+        assert_int_equal(rc, MORI_WIRE_ELENGTH);
+      else
+        assert_flip_error(i, rc);
       buf[i] ^= (uint8_t)(1u << bit);
     }
 }
@@ -689,6 +696,95 @@ static void datagram_encoder_needs_48_bytes(void **state) {
                    MORI_WIRE_ENOSPACE);
 }
 
+/* ---- the proof's challenge and answer ---- */
+
+/* The golden datagram as an answer echoing 0x0f1e2d3c4b5a6978: kind 4,
+ * 56 bytes, the secret after the common body. */
+static const uint8_t golden_answer[MORI_WIRE_PROOF_SIZE] = {
+    0x59, 0x4d, 0x53, 0x4d, 0x01, 0x00, 0x04, 0x00, 0x38, 0x00, 0x00, 0x00, 0x08, 0x07,
+    0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x02, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00,
+    0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00, 0xff, 0xee, 0xdd, 0xcc, 0xbb,
+    0xaa, 0x99, 0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d, 0x1e, 0x0f, 0x8d, 0x03, 0x1e, 0x73,
+};
+
+static mori_datagram answer(void) {
+  mori_datagram d = golden;
+  d.type = MORI_DATAGRAM_ANSWER;
+  d.challenge = 0x0f1e2d3c4b5a6978ull;
+  return d;
+}
+
+static void sealed_answer(uint8_t *buf) { memcpy(buf, golden_answer, MORI_WIRE_PROOF_SIZE); }
+
+static void answer_encoding_is_the_datagram_and_its_secret(void **state) {
+  uint8_t buf[64];
+  size_t len;
+  mori_datagram d = answer();
+  assert_int_equal(mori_wire_encode_datagram(&d, buf, sizeof buf, &len), MORI_WIRE_OK);
+  assert_int_equal(len, MORI_WIRE_PROOF_SIZE);
+  assert_memory_equal(buf, golden_answer, len);
+  /* everything before the secret is the fd datagram's body */
+  assert_memory_equal(buf + 12, golden_datagram + 12, 32);
+}
+
+static void challenge_and_answer_round_trip(void **state) {
+  for (uint32_t type = MORI_DATAGRAM_CHALLENGE; type <= MORI_DATAGRAM_ANSWER; type++) {
+    uint8_t buf[64];
+    size_t len;
+    mori_datagram d = answer(), out;
+    d.type = type;
+    assert_int_equal(mori_wire_encode_datagram(&d, buf, sizeof buf, &len), MORI_WIRE_OK);
+    assert_int_equal(buf[OFF_KIND], type == MORI_DATAGRAM_ANSWER ? MORI_WIRE_KIND_ANSWER
+                                                                 : MORI_WIRE_KIND_CHALLENGE);
+    assert_int_equal(mori_wire_decode_datagram(buf, len, &out), MORI_WIRE_OK);
+    assert_int_equal(out.type, type);
+    assert_int_equal(out.challenge, d.challenge);
+    assert_int_equal(out.sender_nonce, d.sender_nonce);
+    assert_int_equal(mori_wire_encode_datagram(&d, buf, len - 1, &len), MORI_WIRE_ENOSPACE);
+  }
+}
+
+/* An fd datagram carries no secret on the wire: one decoded says 0. */
+static void an_fd_datagram_decodes_with_no_secret(void **state) {
+  mori_datagram d;
+  memset(&d, 0xa5, sizeof d);
+  assert_int_equal(mori_wire_decode_datagram(golden_datagram, sizeof golden_datagram, &d), 0);
+  assert_int_equal(d.type, MORI_DATAGRAM_FD);
+  assert_int_equal(d.challenge, 0);
+}
+
+/* Each type has one length: an answer sealed at 48 bytes, or an fd
+ * datagram at 56, is ELENGTH; a type outside the three is EKIND. */
+static void each_datagram_type_has_its_one_length(void **state) {
+  uint8_t buf[MORI_WIRE_PROOF_SIZE];
+  mori_datagram d;
+  sealed_answer(buf);
+  le_put(buf + OFF_TOTAL, MORI_WIRE_DATAGRAM_SIZE, 4);
+  reseal(buf, MORI_WIRE_DATAGRAM_SIZE);
+  assert_int_equal(mori_wire_decode_datagram(buf, MORI_WIRE_DATAGRAM_SIZE, &d), MORI_WIRE_ELENGTH);
+  sealed_answer(buf);
+  le_put(buf + OFF_KIND, MORI_WIRE_KIND_DATAGRAM, 2);
+  reseal(buf, sizeof buf);
+  assert_int_equal(mori_wire_decode_datagram(buf, sizeof buf, &d), MORI_WIRE_ELENGTH);
+  sealed_answer(buf);
+  le_put(buf + OFF_KIND, MORI_WIRE_KIND_ANSWER + 1, 2);
+  reseal(buf, sizeof buf);
+  assert_int_equal(mori_wire_decode_datagram(buf, sizeof buf, &d), MORI_WIRE_EKIND);
+  mori_datagram bad = answer();
+  bad.type = MORI_DATAGRAM__TYPES;
+  size_t len;
+  assert_int_equal(mori_wire_encode_datagram(&bad, buf, sizeof buf, &len), MORI_WIRE_EKIND);
+}
+
+static void answer_truncated_at_every_length_is_etruncated(void **state) {
+  uint8_t buf[MORI_WIRE_PROOF_SIZE];
+  mori_datagram d;
+  sealed_answer(buf);
+  for (size_t n = 0; n < sizeof buf; n++)
+    assert_int_equal(mori_wire_decode_datagram(buf, n, &d), MORI_WIRE_ETRUNCATED);
+  assert_int_equal(mori_wire_decode_datagram(buf, sizeof buf, &d), MORI_WIRE_OK);
+}
+
 /* ---- error text ---- */
 
 static void every_wire_error_has_its_own_text(void **state) {
@@ -734,6 +830,11 @@ int main(void) {
       cmocka_unit_test(datagram_decoder_rejects_a_request_as_ekind),
       cmocka_unit_test(datagram_ranks_beyond_max_world_are_erank),
       cmocka_unit_test(datagram_encoder_needs_48_bytes),
+      cmocka_unit_test(answer_encoding_is_the_datagram_and_its_secret),
+      cmocka_unit_test(challenge_and_answer_round_trip),
+      cmocka_unit_test(an_fd_datagram_decodes_with_no_secret),
+      cmocka_unit_test(each_datagram_type_has_its_one_length),
+      cmocka_unit_test(answer_truncated_at_every_length_is_etruncated),
       cmocka_unit_test(every_wire_error_has_its_own_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

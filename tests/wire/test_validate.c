@@ -294,14 +294,16 @@ static void validate_world_rejects_bad_arguments(void **state) {
 #define SEQ 7
 
 static uint8_t seen[WORLD];
+/* What this rank challenged each peer's socket with. */
+static const uint64_t challenges[WORLD] = {0xc0, 0xc1, 0xc2, 0xc3};
 
 static mori_datagram_expect expect(void) {
-  mori_datagram_expect x = {SEQ, SELF, WORLD, reqs, seen};
+  mori_datagram_expect x = {SEQ, SELF, WORLD, reqs, seen, challenges};
   return x;
 }
 
 static mori_datagram from(uint32_t sender) {
-  mori_datagram d = {SEQ, sender, SELF, reqs[sender].nonce, reqs[SELF].nonce};
+  mori_datagram d = {SEQ, sender, SELF, reqs[sender].nonce, reqs[SELF].nonce, MORI_DATAGRAM_FD, 0};
   return d;
 }
 
@@ -413,6 +415,67 @@ static void validate_datagram_needs_exactly_one_fd(void **state) {
   assert_error_mentions("rank 2 carries 2 fds", NULL);
 }
 
+/* ---- the proof: challenges and answers ---- */
+
+static mori_datagram proof(uint32_t sender, uint32_t type, uint64_t secret) {
+  mori_datagram d = from(sender);
+  d.type = type;
+  d.challenge = secret;
+  return d;
+}
+
+static void validate_answer_echoing_the_challenge_sent_to_its_socket(void **state) {
+  mori_datagram d = proof(2, MORI_DATAGRAM_ANSWER, challenges[2]);
+  assert_int_equal(check(&d, 0), 0);
+  d.challenge = challenges[3]; /* the secret sent to another rank's socket */
+  assert_int_equal(check(&d, 0), MORI_EAUTH);
+  assert_string_equal(mori_last_error(),
+                      "answer from rank 2 echoes 0xc3, not the challenge sent to its socket");
+}
+
+/* The pid is the proof: an answer with the right secret from a process
+ * that is not rank 2's proves nothing about rank 2's socket. */
+static void validate_answer_from_another_process_is_refused(void **state) {
+  mori_datagram d = proof(2, MORI_DATAGRAM_ANSWER, challenges[2]);
+  mori_datagram_expect x = expect();
+  assert_int_equal(mori_validate_datagram(&d, 31337, reqs[2].uid, 0, &x), MORI_EAUTH);
+  assert_error_mentions("answer claims rank 2 but comes from pid 31337", NULL);
+  assert_int_equal(mori_validate_datagram(&d, reqs[2].pid, 4242, 0, &x), MORI_EAUTH);
+  assert_error_mentions("answer claims rank 2 but comes from uid 4242", NULL);
+}
+
+static void validate_answer_when_no_challenge_was_sent_is_refused(void **state) {
+  mori_datagram d = proof(2, MORI_DATAGRAM_ANSWER, 0);
+  mori_datagram_expect x = expect();
+  x.challenges = NULL;
+  assert_int_equal(mori_validate_datagram(&d, reqs[2].pid, reqs[2].uid, 0, &x), MORI_EAUTH);
+  assert_error_mentions("answer from rank 2", "no challenge");
+}
+
+static void validate_challenges_and_answers_carry_no_fd(void **state) {
+  mori_datagram d = proof(3, MORI_DATAGRAM_CHALLENGE, 77);
+  assert_int_equal(check(&d, 0), 0);
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_string_equal(mori_last_error(), "challenge from rank 3 carries 1 fds, expected 0");
+  d = proof(3, MORI_DATAGRAM_ANSWER, challenges[3]);
+  assert_int_equal(check(&d, 1), MORI_EPROTO);
+  assert_error_mentions("answer from rank 3 carries 1 fds", NULL);
+}
+
+/* Each type once per rank: an fd taken does not make an answer a
+ * duplicate, an answer taken does. */
+static void validate_duplicates_are_per_type(void **state) {
+  mori_datagram d = proof(0, MORI_DATAGRAM_ANSWER, challenges[0]);
+  seen[0] = 1u << MORI_DATAGRAM_FD | 1u << MORI_DATAGRAM_CHALLENGE;
+  assert_int_equal(check(&d, 0), 0);
+  seen[0] |= 1u << MORI_DATAGRAM_ANSWER;
+  assert_int_equal(check(&d, 0), MORI_EPROTO);
+  assert_string_equal(mori_last_error(), "duplicate answer from rank 0");
+  d = proof(0, MORI_DATAGRAM_CHALLENGE, 5);
+  assert_int_equal(check(&d, 0), MORI_EPROTO);
+  assert_string_equal(mori_last_error(), "duplicate challenge from rank 0");
+}
+
 static void validate_datagram_rejects_bad_expectations(void **state) {
   mori_datagram d = from(2);
   mori_datagram_expect x = expect();
@@ -458,6 +521,13 @@ int main(void) {
       cmocka_unit_test_setup(validate_datagram_rejects_one_addressed_to_another_rank,
                              setup_datagrams),
       cmocka_unit_test_setup(validate_datagram_needs_exactly_one_fd, setup_datagrams),
+      cmocka_unit_test_setup(validate_answer_echoing_the_challenge_sent_to_its_socket,
+                             setup_datagrams),
+      cmocka_unit_test_setup(validate_answer_from_another_process_is_refused, setup_datagrams),
+      cmocka_unit_test_setup(validate_answer_when_no_challenge_was_sent_is_refused,
+                             setup_datagrams),
+      cmocka_unit_test_setup(validate_challenges_and_answers_carry_no_fd, setup_datagrams),
+      cmocka_unit_test_setup(validate_duplicates_are_per_type, setup_datagrams),
       cmocka_unit_test_setup(validate_datagram_rejects_bad_expectations, setup_datagrams),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,7 +37,11 @@ int mori_channel_dropped(const mori_channel *ch);
  * the fd from rank r (-1 for self).  Before anything is sent, every peer's
  * socket is checked: a socket of our euid (which its request must claim
  * too) in a directory of ours nobody else can write; sends go to the
- * socket checked.  Every datagram is checked with mori_validate_datagram:
+ * socket checked.  The fd goes to a peer only after the peer's process
+ * has proved that it reads that socket: a secret challenged to the socket
+ * must come back in an answer whose kernel credentials are the pid and uid
+ * of the peer's request (and this rank answers its peers' challenges the
+ * same way).  Every datagram is checked with mori_validate_datagram:
  * one whose kernel credentials are no member's (pid and uid of a request)
  * is dropped and counted, whatever it says; a member's that fails a check
  * fails the exchange.  On any error every fd received so far is closed and

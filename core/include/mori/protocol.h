@@ -37,15 +37,19 @@ typedef struct mori_datagram_expect {
   uint64_t window_seq;
   int self_rank;
   int world;
-  const mori_request *reqs; /* the validated world */
-  const uint8_t *seen;      /* world flags: a datagram from rank r already taken */
+  const mori_request *reqs;   /* the validated world */
+  const uint8_t *seen;        /* per rank: bit 1 << type for each type already taken */
+  const uint64_t *challenges; /* per rank: the secret challenged to its socket, which
+                                 its answer must echo (NULL: none was sent) */
 } mori_datagram_expect;
 
 /* Checks a decoded datagram and the SO_PASSCRED credentials it came with:
- * sender in range and not self, receiver is self, sequence current, both
- * nonces match the requests, pid and uid equal the sender's request, not a
- * duplicate, exactly one fd attached (nfds).  0, or MORI_EPROTO (stale,
- * duplicate, malformed) / MORI_EAUTH (credentials or nonce) with a message. */
+ * sender in range and not self, receiver is self, sequence current, one fd
+ * attached to an fd datagram and none to a challenge or an answer (nfds),
+ * both nonces match the requests, pid and uid equal the sender's request,
+ * an answer echoes the challenge sent to the sender's socket, not a
+ * duplicate of its type.  0, or MORI_EPROTO (stale, duplicate, malformed)
+ * / MORI_EAUTH (credentials, nonce or echo) with a message. */
 int mori_validate_datagram(const mori_datagram *d, pid_t pid, uid_t uid, int nfds,
                            const mori_datagram_expect *x);
 

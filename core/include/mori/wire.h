@@ -21,7 +21,9 @@ extern "C" {
 #define MORI_WIRE_MAGIC 0x4d534d59u /* "YMSM" on the wire: bytes 59 4d 53 4d */
 #define MORI_WIRE_VERSION 1
 #define MORI_WIRE_KIND_REQUEST 1
-#define MORI_WIRE_KIND_DATAGRAM 2
+#define MORI_WIRE_KIND_DATAGRAM 2  /* carries an fd */
+#define MORI_WIRE_KIND_CHALLENGE 3 /* the proof that a socket's reader is a member: a secret */
+#define MORI_WIRE_KIND_ANSWER 4    /* ... and the same secret back from that member */
 #define MORI_WIRE_SOCKET_NAME_MAX 107 /* sun_path less the NUL */
 #define MORI_WIRE_FABRIC_SIZE 64
 #define MORI_WIRE_HOST_ID_SIZE 16
@@ -71,19 +73,33 @@ typedef struct mori_request {
   uint8_t fabric[MORI_WIRE_FABRIC_SIZE];           /* fabric path only */
 } mori_request;
 
+/* What a datagram of the fd channel is: the fd itself, or one half of the
+ * proof that must come first, that the process reading the receiver's
+ * socket is the one its request names (docs/fd-channel.md). */
+enum {
+  MORI_DATAGRAM_FD = 0,        /* wire kind 2, MORI_WIRE_DATAGRAM_SIZE bytes, one fd */
+  MORI_DATAGRAM_CHALLENGE = 1, /* wire kind 3, MORI_WIRE_PROOF_SIZE bytes, no fd */
+  MORI_DATAGRAM_ANSWER = 2,    /* wire kind 4, MORI_WIRE_PROOF_SIZE bytes, no fd */
+  MORI_DATAGRAM__TYPES = 3
+};
+
 typedef struct mori_datagram {
   uint64_t window_seq;     /* the group's rendezvous sequence number */
   uint32_t sender_rank;
   uint32_t receiver_rank;
   uint64_t sender_nonce;   /* from the sender's request */
   uint64_t receiver_nonce; /* from the receiver's request */
+  uint32_t type;           /* MORI_DATAGRAM_* */
+  uint64_t challenge;      /* a challenge's secret, echoed by its answer; not on the
+                              wire of an fd datagram (decoded as 0) */
 } mori_datagram;
 
 size_t mori_wire_request_size(const mori_request *r);
 int mori_wire_encode_request(const mori_request *r, uint8_t *buf, size_t cap, size_t *len);
 int mori_wire_decode_request(const uint8_t *buf, size_t len, mori_request *out);
 
-#define MORI_WIRE_DATAGRAM_SIZE 48
+#define MORI_WIRE_DATAGRAM_SIZE 48 /* an fd datagram */
+#define MORI_WIRE_PROOF_SIZE 56    /* a challenge or an answer */
 int mori_wire_encode_datagram(const mori_datagram *d, uint8_t *buf, size_t cap, size_t *len);
 int mori_wire_decode_datagram(const uint8_t *buf, size_t len, mori_datagram *out);
 
