@@ -227,8 +227,8 @@ int mori_channel_open(uint64_t window_seq, mori_channel **out) {
   char sock[32];
   int dir = -1;
   snprintf(sock, sizeof sock, "w%llu", (unsigned long long)window_seq);
-  int rc = mori__trusted_dir_open(base_path, MORI_TRUST_CREATE | MORI_TRUST_SHARED,
-                                  "fd channel", &ch->base);
+  int rc = mori_trusted_dir_open(base_path, MORI_TRUST_CREATE | MORI_TRUST_SHARED,
+                                 "fd channel", &ch->base);
   if (rc == 0) {
     sweep_leftovers(ch->base);
     rc = private_dir_make(ch, base_path);
@@ -453,7 +453,7 @@ static int peer_dir_open(const exchange *x, const char *path, size_t dir_len, in
   const char *rest = dirpath + ch->base_len + 1;
   if (strncmp(dirpath, ch->name, ch->base_len) != 0 || dirpath[ch->base_len] != '/' ||
       !*rest || strchr(rest, '/') || strcmp(rest, "..") == 0 || strcmp(rest, ".") == 0)
-    return mori__trusted_dir_open(dirpath, 0, "fd channel", dir);
+    return mori_trusted_dir_open(dirpath, 0, "fd channel", dir);
   struct stat st;
   *dir = mori__openat(ch->base, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
   if (*dir < 0)

@@ -44,16 +44,8 @@ double mori__now_us(void);
 
 #include <sys/stat.h>
 
-enum {
-  MORI_TRUST_CREATE = 1, /* make missing directories, 0700 */
-  MORI_TRUST_SHARED = 2  /* the directory itself may be root's, or root's and sticky (/tmp) */
-};
-/* Opens the absolute path as a directory (O_RDONLY) that no other user can
- * change: every component from "/" down is opened with O_NOFOLLOW and
- * checked on its fd with mori__dir_check (ancestors as shared).  who
- * starts every message ("file store", "fd channel"); a refusal names the
- * path and the reason (MORI_EAUTH). */
-int mori__trusted_dir_open(const char *path, int flags, const char *who, int *fd);
+#include "mori/trust.h" /* mori_trusted_dir_open: the walk, public for the tools */
+
 /* A directory owned by our euid (or root, if shared), not writable by
  * group or others (unless shared, root-owned and sticky). */
 int mori__dir_check(const struct stat *st, const char *path, int shared, const char *who);

@@ -348,7 +348,7 @@ int mori_file_store_open(const char *dir, mori_store **out) {
     return mori__error(MORI_EINVAL, "file store: directory name too long: %s", dir);
   file_store *fs = mori_calloc(1, sizeof *fs);
   if (!fs) return mori__nomem("file store: %zu bytes", sizeof *fs);
-  int rc = mori__trusted_dir_open(dir, MORI_TRUST_CREATE, "file store", &fs->dir);
+  int rc = mori_trusted_dir_open(dir, MORI_TRUST_CREATE, "file store", &fs->dir);
   if (rc < 0) {
     free(fs);
     return rc;

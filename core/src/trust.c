@@ -105,7 +105,7 @@ static int step(int dir, const char *name, const char *path, int final, int flag
   return 0;
 }
 
-int mori__trusted_dir_open(const char *path, int flags, const char *who, int *out) {
+int mori_trusted_dir_open(const char *path, int flags, const char *who, int *out) {
   char walked[PATH_MAX], name[NAME_MAX + 1];
   *out = -1;
   if (path == NULL || path[0] != '/')

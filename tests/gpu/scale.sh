@@ -60,9 +60,11 @@ rm -f "$OUT"/trace-8-ranks.*
 # shellcheck disable=SC2046
 step record_8_ranks env LD_PRELOAD="$LIB/libmori_faultinject.so" \
   MORI_FI_RECORD="$OUT/trace-8-ranks" "$BIN/mori-symm" demo $(ranks_args 8) --size 16M
+# Each rank's trace, trace-8-ranks.<rank>; the launcher's own (its walk of
+# TMPDIR goes through the seam) is trace-8-ranks.pid<pid>, no rank's.
 replay_all() {
   local bad=0 n=0
-  for t in "$OUT"/trace-8-ranks.*; do
+  for t in "$OUT"/trace-8-ranks.[0-9]*; do
     [ -f "$t" ] || continue
     n=$((n + 1))
     "$BIN/mori-symm" replay "$t" || bad=$((bad + 1))

@@ -74,7 +74,7 @@ static int wait_status(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static void drop_to(uid_t uid) {
+void sec_drop_to(uid_t uid) {
   if (uid == geteuid()) return;
   if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
     _exit(120);
@@ -84,7 +84,7 @@ int sec_run_as(uid_t uid, int (*fn)(void *arg), void *arg) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
-    drop_to(uid);
+    sec_drop_to(uid);
     _exit(fn(arg));
   }
   return wait_status(pid);

@@ -51,6 +51,10 @@ int sec_fixture_teardown(void **state);
 /* Entries in dir, "." and ".." aside (-1 if it cannot be read). */
 int sec_count_entries(const char *dir);
 
+/* In a forked child: drops to uid (gid = uid, no supplementary groups);
+ * exits 120 if it cannot. */
+void sec_drop_to(uid_t uid);
+
 /* Forks; the child drops to uid (and gid = uid, no supplementary groups)
  * when uid differs from ours, runs fn and exits with its return value.
  * Returns that exit status, or 128 + the signal that ended the child. */

@@ -56,20 +56,14 @@ static int object_holds(int fd, const char *secret) {
   return found;
 }
 
-static void drop_to_uid(uid_t uid) {
-  if (uid != geteuid() &&
-      (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
-    _exit(120);
-}
-
 static void listen_child(uid_t uid, int activated, const char *path, const char *secret,
                          int ready_w, int stop_r, int count_w) {
-  if (!activated) drop_to_uid(uid);
+  if (!activated) sec_drop_to(uid);
   int s = socket(AF_UNIX, SOCK_DGRAM, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
   if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || chmod(path, 0777) != 0) _exit(121);
-  if (activated) drop_to_uid(uid);
+  if (activated) sec_drop_to(uid);
   char ok = 1;
   if (write(ready_w, &ok, 1) != 1) _exit(122);
   heard h = {0, 0};

@@ -1,8 +1,14 @@
 /*
  * launch.c - fork N ranks, collect one line from each through a pipe, kill
- * what outlives the deadline.  The store directory is removed afterwards.
+ * what outlives the deadline.  The launch directory is made under a TMPDIR
+ * no other user can change, held by its fd from the moment it exists, and
+ * removed through that fd afterwards: nothing is ever reached by a path
+ * that could have been swapped, and no symlink is followed.
  */
 #include "launch.h"
+
+#include "mori/error.h"
+#include "mori/trust.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,17 +40,100 @@ int mori_count_fds(void) {
   return n - 1; /* the directory's own fd */
 }
 
-static void remove_tree(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d == NULL) return;
-  char path[4096];
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (unlink(path) != 0 && errno == EISDIR) remove_tree(path);
+/* ---- the launch directory ---- */
+
+/* Directories nested deeper than this in a launch directory are left: the
+ * ranks make two levels (sockets/, a channel's directory). */
+#define REMOVE_DEPTH_MAX 8
+
+/* Everything in the directory dir, depth first and through fds only: a
+ * subdirectory is opened O_NOFOLLOW relative to its parent and emptied,
+ * anything else (a symlink too) is unlinked, never followed.  Passes
+ * repeat while one removed something, since a directory read while its
+ * entries go may skip some. */
+static void empty_dir(int dir, int depth) {
+  for (int removed = 1, passes = 0; removed && passes < 4; passes++) {
+    int fd = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+      if (fd >= 0) close(fd);
+      return;
+    }
+    rewinddir(d); /* the dup shares the offset of an fd read before */
+    removed = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+      struct stat st;
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+          fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        continue;
+      if (S_ISDIR(st.st_mode) && depth < REMOVE_DEPTH_MAX) {
+        int sub = openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) {
+          empty_dir(sub, depth + 1);
+          close(sub);
+        }
+      }
+      removed |= unlinkat(dir, e->d_name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0;
+    }
+    closedir(d);
   }
-  closedir(d);
-  rmdir(dir);
+}
+
+/* What the launcher made: the directory, held by fd from its mkdir on. */
+typedef struct launch_dir {
+  int parent;        /* TMPDIR, trusted; -1 for a directory the caller gave */
+  int fd;            /* the launch directory */
+  char name[32];     /* its name in parent */
+  char path[96];     /* what the ranks are told (they check it again) */
+} launch_dir;
+
+/* A fresh directory of ours, 0700, under the trusted directory tmp; its
+ * fd is taken right after the mkdir and checked to be what mkdir made.
+ * 0, or -1 with why filled. */
+static int launch_dir_make(const char *tmp, launch_dir *d, char *why, size_t cap) {
+  d->parent = d->fd = -1;
+  if (mori_trusted_dir_open(tmp, MORI_TRUST_SHARED, "launcher: TMPDIR", &d->parent) != 0) {
+    snprintf(why, cap, "%s", mori_last_error());
+    return -1;
+  }
+  for (int tries = 0; d->fd < 0 && tries < 8; tries++) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) break;
+    snprintf(d->name, sizeof d->name, "mori-launch-%012llx", (unsigned long long)(r >> 16));
+    if (snprintf(d->path, sizeof d->path, "%s/%s", tmp, d->name) >= (int)sizeof d->path) {
+      snprintf(why, cap, "launcher: TMPDIR %s is too long", tmp);
+      return -1;
+    }
+    if (mkdirat(d->parent, d->name, 0700) != 0) {
+      if (errno == EEXIST) continue;
+      snprintf(why, cap, "launcher: mkdir(%s): %s", d->path, strerror(errno));
+      return -1;
+    }
+    d->fd = openat(d->parent, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (d->fd < 0 || fstat(d->fd, &st) != 0 || st.st_uid != geteuid() ||
+        fchmod(d->fd, 0700) != 0) {
+      snprintf(why, cap, "launcher: %s is not the directory it made", d->path);
+      return -1;
+    }
+  }
+  if (d->fd < 0) snprintf(why, cap, "launcher: no fresh name under %s", tmp);
+  return d->fd < 0 ? -1 : 0;
+}
+
+/* Empties the launch directory through its fd, and removes it from its
+ * parent only while its name is still the directory held: a name swapped
+ * meanwhile (for a symlink, say) is not the launcher's. */
+static void launch_dir_remove(launch_dir *d) {
+  struct stat held, named;
+  if (d->fd >= 0) empty_dir(d->fd, 0);
+  if (d->fd >= 0 && d->parent >= 0 && fstat(d->fd, &held) == 0 &&
+      fstatat(d->parent, d->name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+      named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+    (void)unlinkat(d->parent, d->name, AT_REMOVEDIR);
+  if (d->fd >= 0) close(d->fd);
+  if (d->parent >= 0) close(d->parent);
+  d->fd = d->parent = -1;
 }
 
 static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir,
@@ -92,8 +181,8 @@ static void watch_rank(const mori_launch_watch *w, int r, pid_t pid, long *last,
   res->wall_ms = now;
 }
 
-static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
-                     const mori_launch_watch *watch, mori_rank_result *results);
+static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
+                     int deadline_ms, const mori_launch_watch *watch, mori_rank_result *results);
 
 /* A launch that could not start: every rank's result says why (nothing
  * was forked).  Returns world, the count of failed ranks. */
@@ -114,13 +203,17 @@ int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
    * tmpfs (the fault sweeps' thousands of launches, the demo's timings). */
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
-  char dir[96];
-  if (snprintf(dir, sizeof dir, "%s/mori-launch-XXXXXX", tmp) >= (int)sizeof dir)
-    return fail_all(results, world, "launcher: TMPDIR is too long");
-  if (mkdtemp(dir) == NULL) return fail_all(results, world, "launcher: mkdtemp failed");
-  int failed = launch_in(dir, world, fn, arg, deadline_ms, watch, results);
-  if (watch && watch->inspect) watch->inspect(dir, results, world, watch->ctx);
-  remove_tree(dir);
+  launch_dir d;
+  char why[sizeof results[0].msg - 16];
+  if (launch_dir_make(tmp, &d, why, sizeof why) != 0) {
+    launch_dir_remove(&d);
+    return fail_all(results, world, why);
+  }
+  (void)mkdirat(d.fd, "sockets", 0700);
+  int held[2] = {d.fd, d.parent};
+  int failed = launch_in(held, d.path, world, fn, arg, deadline_ms, watch, results);
+  if (watch && watch->inspect) watch->inspect(d.path, results, world, watch->ctx);
+  launch_dir_remove(&d);
   return failed;
 }
 
@@ -131,17 +224,23 @@ int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
 
 int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
                    mori_rank_result *results) {
-  return launch_in(dir, world, fn, arg, deadline_ms, NULL, results);
+  int fd = -1;
+  if (mori_trusted_dir_open(dir, 0, "launcher", &fd) != 0)
+    return fail_all(results, world, mori_last_error());
+  (void)mkdirat(fd, "sockets", 0700);
+  int held[2] = {fd, -1};
+  int failed = launch_in(held, dir, world, fn, arg, deadline_ms, NULL, results);
+  close(fd);
+  return failed;
 }
 
 /* In a rank: its launcher's results array (see the fork below). */
 static mori_rank_result *volatile child_results; /* volatile: the store must happen */
 
-static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
-                     const mori_launch_watch *watch, mori_rank_result *results) {
-  char sockets[4096], incarnation[33];
-  snprintf(sockets, sizeof sockets, "%s/sockets", dir);
-  (void)mkdir(sockets, 0700);
+/* held: the launcher's directory fds, which no rank keeps (-1: none). */
+static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
+                     int deadline_ms, const mori_launch_watch *watch, mori_rank_result *results) {
+  char incarnation[33];
   /* A store may outlive a launch (this one may be a rerun): every launch
    * hands its ranks an id of its own. */
   uint64_t id[2] = {0, 0};
@@ -172,6 +271,7 @@ static int launch_in(const char *dir, int world, mori_rank_fn fn, void *arg, int
     if (pids[r] == 0) {
       close(p[0]);
       for (int k = 0; k < r; k++) if (pfd[k].fd >= 0) close(pfd[k].fd);
+      for (int k = 0; k < 2; k++) if (held[k] >= 0) close(held[k]);
       /* The launcher's tables are the parent's: a rank that exits holding
        * them would leak them (valgrind's children count).  run_child never
        * returns, so the caller's pointer to results dies at the call too:
