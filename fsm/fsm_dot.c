@@ -119,6 +119,71 @@ static void write_acquires(FILE *out, unsigned acquires) {
   }
 }
 
+/* "INIT, RELEASED or FAILED", or "not RELEASED" where that is shorter. */
+static void put_states(text *t, unsigned mask) {
+  int total = 0, k = 0;
+  for (int c = 0; c < MORI_WS__COUNT; c++) total += (mask >> c) & 1;
+  if (2 * total > MORI_WS__COUNT) {
+    put(t, "not ");
+    mask = ~mask;
+    total = MORI_WS__COUNT - total;
+  }
+  for (int c = 0; c < MORI_WS__COUNT; c++) {
+    if (!((mask >> c) & 1)) continue;
+    k++;
+    put(t, "%s%s", k == 1 ? "" : k == total ? " or " : ", ", mori_wstate_name((mori_wstate)c));
+  }
+}
+
+int mori__lc_describe(const mori__lifecycle *lc, int s, char *buf, size_t n) {
+  text t = {buf, n, 0};
+  const char *sep = "";
+  if (n > 0) buf[0] = '\0';
+  for (int i = 0; i < lc->nfacts; i++) {
+    unsigned mask = lc->states[s].allowed[i];
+    const mori__fact *f = &lc->facts[i];
+    if (mask == MORI__ANY) continue;
+    put(&t, "%s", sep);
+    sep = "; ";
+    if (f->kind == MORI__FACT_COUNT) {
+      put(&t, "%s %s", f->name, mask & 1 ? "0" : "> 0");
+    } else if (f->kind == MORI__FACT_FLAG) {
+      put(&t, "%s", mask & 2 ? f->name : f->no);
+    } else {
+      put(&t, "%s ", f->name);
+      put_states(&t, mask);
+    }
+  }
+  if (*sep == '\0') put(&t, "nothing required");
+  return (int)t.len;
+}
+
+/* One cluster per lifecycle; node names carry its prefix, since its
+ * states' names may be the machines' too. */
+static void write_lifecycle(FILE *out, const mori__lifecycle *lc) {
+  fprintf(out, "  subgraph cluster_%s {\n    label=\"%s\";\n", lc->id, lc->name);
+  for (int s = 0; s < lc->nstates; s++) {
+    char line[512];
+    mori__lc_describe(lc, s, line, sizeof line);
+    fprintf(out, "    %s_%s [label=\"%s\\n", lc->id, lc->states[s].name, lc->states[s].name);
+    for (const char *p = line; *p; p++) {
+      if (p[0] == ';' && p[1] == ' ') {
+        fputs("\\n", out);
+        p++;
+      } else {
+        fputc(*p, out);
+      }
+    }
+    fprintf(out, "\", tooltip=\"%s\"];\n", line);
+  }
+  for (size_t i = 0; i < lc->nrows; i++) {
+    const mori__lc_row *r = &lc->rows[i];
+    fprintf(out, "    %s_%s -> %s_%s [label=\"%s\"];\n", lc->id, lc->states[r->from].name, lc->id,
+            lc->states[r->to].name, lc->events[r->event]);
+  }
+  fputs("  }\n", out);
+}
+
 void mori_fsm_write_dot(FILE *out) {
   fputs("digraph mori_fsm {\n"
         "  rankdir=LR;\n"
@@ -144,6 +209,8 @@ void mori_fsm_write_dot(FILE *out) {
                                    : "\"];\n",
           out);
   }
+  write_lifecycle(out, &mori__life_lifecycle);
+  write_lifecycle(out, &mori__watch_lifecycle);
   fputs("}\n", out);
 }
 

@@ -59,4 +59,57 @@ const char *mori__fsm_kind_name(mori_fsm_kind kind);
  * mori_wstate_invariants(); returns the length snprintf would. */
 int mori__fsm_describe(mori_wstate s, char *buf, size_t n);
 
+/* ---- the lifecycles without a ledger (lifecycle.c) ----
+ *
+ * A window's life and a watchdog entry: states, events, the legal rows,
+ * and per state what each fact its owner reports may be.  A fact's value
+ * is put in a class (a count: 0 none, 1 some; a flag: 0 or 1; a window
+ * machine's state: the state) and a state allows a set of classes. */
+typedef enum mori__fact_kind {
+  MORI__FACT_COUNT,  /* a count: class 0 is none, class 1 any more */
+  MORI__FACT_FLAG,   /* 0 or 1 */
+  MORI__FACT_WSTATE  /* a mori_wstate */
+} mori__fact_kind;
+
+typedef struct mori__fact {
+  const char *name; /* and a flag's 1 in words */
+  mori__fact_kind kind;
+  const char *no;   /* a flag's 0 in words */
+} mori__fact;
+
+enum { MORI__MAX_FACTS = 5 };
+#define MORI__ANY 0xffffffffu
+
+typedef struct mori__lc_state {
+  const char *name;
+  unsigned allowed[MORI__MAX_FACTS]; /* bit c: class c allowed */
+} mori__lc_state;
+
+typedef struct mori__lc_row {
+  unsigned char from, event, to;
+} mori__lc_row;
+
+typedef struct mori__lifecycle {
+  const char *name; /* "window life" */
+  const char *id;   /* "life": the prefix of its diagram's nodes */
+  const mori__lc_state *states;
+  int nstates;
+  const char *const *events;
+  int nevents;
+  const mori__lc_row *rows;
+  size_t nrows;
+  const mori__fact *facts;
+  int nfacts;
+} mori__lifecycle;
+
+extern const mori__lifecycle mori__life_lifecycle, mori__watch_lifecycle;
+
+int mori__lc_next(const mori__lifecycle *lc, int s, int ev);
+int mori__lc_fire(const mori__lifecycle *lc, int *s, int ev);
+/* facts: lc->nfacts values, -1 where unknown (not checked). */
+int mori__lc_check(const mori__lifecycle *lc, int s, const int *facts, char *why, size_t n);
+/* What state s requires, in words ("busy 0, listed, window machine
+ * MAPPED"); returns the length snprintf would. */
+int mori__lc_describe(const mori__lifecycle *lc, int s, char *buf, size_t n);
+
 #endif

@@ -103,6 +103,18 @@ void mori__log(int level, int rank, long window, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* A lifecycle in a state its table forbids is a bug in the core: said on
+ * stderr whatever the log level ("[mori-symm WARN BUG] ..."), then abort(),
+ * as libuv's asserts on a handle's flags do; going on would act on memory
+ * whose owner the state no longer names. */
+void mori__bug(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vlog(MORI_LOG_WARN, "BUG", fmt, ap);
+  va_end(ap);
+  abort();
+}
+
 void mori__log_device(int level, int device, const char *fmt, ...) {
   char subject[32];
   snprintf(subject, sizeof subject, "device %d", device);

@@ -33,6 +33,10 @@ void mori__log_device(int level, int device, const char *fmt, ...)
     if (mori__log_level() >= (level)) mori__log_device((level), (device), __VA_ARGS__); \
   } while (0)
 
+/* An illegal transition or a broken state of a lifecycle: the message on
+ * stderr, then abort(). */
+_Noreturn void mori__bug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 size_t mori__round_up(size_t n, size_t to);
 /* 16 bytes of the host's boot id, so ranks can tell whether they share a
  * host; 0, or MORI_EIO naming the call that failed. */
@@ -171,18 +175,9 @@ extern pthread_cond_t mori__cond;
 
 /* ---- windows (window.c) ---- */
 
-/* A window's life, as libuv's handle flags: only an OPEN window serves
- * calls; closing is a state, so a call on a closed window is caught. */
-typedef enum mori__life {
-  MORI_LIFE_OPENING, /* its rendezvous runs; not handed out yet */
-  MORI_LIFE_OPEN,    /* usable */
-  MORI_LIFE_CLOSING, /* its block's teardown runs on some thread */
-  MORI_LIFE_CLOSED,  /* torn down: a tombstone, so that late calls are caught */
-} mori__life;
-
 struct mori_window {
   struct mori_window *next; /* in block->windows */
-  mori__life life;
+  mori_life life;           /* the window life (fsm.h), set by mori__window_set_life only */
   int refs;                 /* mori_window_retain - mori_window_release */
   int busy;                 /* calls in progress (temporary references) */
   mori_block *block;
@@ -211,6 +206,12 @@ int mori__window_teardown(mori_window *w);
 void mori__window_strip(mori_window *w);
 
 /* ---- lifetimes (life.c) ---- */
+
+/* The one setter of a window's life, under mori__lock: fires ev (fsm.h's
+ * window life table) and checks what the new state implies (references,
+ * calls in progress, the block's list, the window machine); an illegal
+ * transition or a broken state is a bug (mori__bug). */
+void mori__window_set_life(mori_window *w, mori_life_event ev);
 
 /* Every window handed out stays registered until long after it closed, so
  * that a call on it is checked against the registry, never dereferenced

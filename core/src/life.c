@@ -81,28 +81,52 @@ static void bury(mori_window *w) {
   free(old);
 }
 
+/* ---- the window life: one setter, one check ---- */
+
+static int listed(const mori_window *w) {
+  if (w->block == NULL) return 0;
+  for (const mori_window *v = w->block->windows; v != NULL; v = v->next)
+    if (v == w) return 1;
+  return 0;
+}
+
+/* assert_life_state(): machine is the window machine's state, or -1 where
+ * another thread may be moving it (a call looking at any window). */
+static void assert_life(const mori_window *w, int machine) {
+  mori_life_facts f = {w->refs, w->busy, listed(w), w->block != NULL, machine};
+  char why[160];
+  if (mori_life_check(w->life, &f, why, sizeof why) != 0)
+    mori__bug("window %ld (group %s): %s", w->id, w->group, why);
+}
+
+/* Whoever fires an event owns the window machine at that moment (its
+ * rendezvous, or the teardown that claimed it), so its state is checked
+ * too. */
+void mori__window_set_life(mori_window *w, mori_life_event ev) {
+  mori_life from = w->life;
+  if (mori_life_fire(&w->life, ev) != 0)
+    mori__bug("window %ld (group %s): %s while %s is not a transition of its life", w->id,
+              w->group, mori_life_event_name(ev), mori_life_name(from));
+  assert_life(w, (int)w->fsm.state);
+}
+
 /* ---- what a call may do with a window ---- */
+
+/* Why each state but OPEN refuses a call. */
+static const char *const refusals[MORI_LIFE__COUNT] = {
+    [MORI_LIFE_OPENING] = "is still being set up",
+    [MORI_LIFE_CLOSING] = "is closing: its block was freed and is being torn down",
+    [MORI_LIFE_CLOSED] = "was torn down: its block was freed and its last reference released, "
+                         "or release_all ran",
+};
 
 static int refuse(const mori_window *w, const char *op) {
   if (!registered(w))
     return mori__error(MORI_ENOTFOUND, "%s: %p is not a mori-symm window", op, (const void *)w);
-  switch (w->life) {
-  case MORI_LIFE_OPEN:
-    return 0;
-  case MORI_LIFE_CLOSING:
-    return mori__error(MORI_ESTATE,
-                       "%s: window %ld (group %s) is closing: its block was freed and is being "
-                       "torn down",
-                       op, w->id, w->group);
-  case MORI_LIFE_CLOSED:
-    return mori__error(MORI_ESTATE,
-                       "%s: window %ld (group %s) was torn down: its block was freed and its "
-                       "last reference released, or release_all ran",
-                       op, w->id, w->group);
-  default:
-    return mori__error(MORI_ESTATE, "%s: window %ld (group %s) is still being set up", op, w->id,
-                       w->group);
-  }
+  assert_life(w, -1);
+  if (refusals[w->life] == NULL) return 0;
+  return mori__error(MORI_ESTATE, "%s: window %ld (group %s) %s", op, w->id, w->group,
+                     refusals[w->life]);
 }
 
 /* Nothing holds b but its allocation: no reference, no call in progress,
@@ -139,7 +163,8 @@ static void claim(mori_block *b) {
       mori__counters.deferred--;
       break;
     }
-  for (mori_window *w = b->windows; w != NULL; w = w->next) w->life = MORI_LIFE_CLOSING;
+  for (mori_window *w = b->windows; w != NULL; w = w->next)
+    mori__window_set_life(w, MORI_LIFE_EV_CLOSE);
 }
 
 int mori__block_claim_if_idle(mori_block *b) {
@@ -163,7 +188,7 @@ static void finish_teardown(mori_block *b) {
     w->next = NULL;
     mori__window_strip(w);
     w->block = NULL;
-    w->life = MORI_LIFE_CLOSED;
+    mori__window_set_life(w, MORI_LIFE_EV_FINISH);
     mori__counters.windows--;
     if (w->refs == 0) bury(w);
   }

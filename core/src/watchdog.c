@@ -8,7 +8,8 @@
  * non-blocking stream, so the stream, the context and a later teardown go
  * on, and the window is marked failed with the peers that never wrote.
  * The thread never takes mori__lock and holds its own lock only to look at
- * its list, never across a wait.
+ * its list, never across a wait.  An entry's life is fsm.h's watchdog
+ * entry machine: its state moves only through watch_set.
  */
 #include "watchdog.h"
 
@@ -26,17 +27,16 @@ struct mori__watch {
   const mori_window *w;
   int device, channel, timeout_ms;
   const char *op;
-  hipEvent_t start, end;
-  int end_recorded, started, releasing, done;
-  int held;    /* the caller has not called mori__watch_end yet */
-  int retired; /* off the list; the caller frees it at mori__watch_end */
-  double deadline_ms;
+  hipEvent_t start, end;  /* end: NULL once given back (its record failed) */
+  mori_watch_state state; /* under wd.lock */
+  double deadline_ms;     /* 0 until the stream reaches start */
   int ncells;
   struct mori__watch_cell cells[];
 };
 
-/* The list, the event pools and the counters sit under wd.lock; `changed`
- * is broadcast whenever an entry stops releasing or goes. */
+/* The list, every entry's state, the event pools and the counters sit
+ * under wd.lock; `changed` is broadcast whenever an entry stops releasing
+ * or goes. */
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t wake, changed;
@@ -118,6 +118,41 @@ static void event_put(int device, hipEvent_t ev) {
   wd.pool[device].free[wd.pool[device].n++] = ev;
 }
 
+/* ---- an entry's state ---- */
+
+static int listed(const struct mori__watch *x) { return x->prev != NULL || wd.head == x; }
+
+/* Whether ev is legal in x's state: the questions the scan asks (START:
+ * not started yet; REARM: being released; END: its call still holds it)
+ * are answered by the table, not by flags. */
+static int can(const struct mori__watch *x, mori_watch_event ev) {
+  return mori_watch_next(x->state, ev) >= 0;
+}
+
+/* assert_watch_state() */
+static void assert_watch(const struct mori__watch *x) {
+  mori_watch_facts f = {listed(x), x->deadline_ms > 0, x->end != NULL};
+  char why[160];
+  if (mori_watch_check(x->state, &f, why, sizeof why) != 0)
+    mori__bug("watchdog entry of %s on channel %d: %s", x->op, x->channel, why);
+}
+
+/* The one setter of x->state, under wd.lock: an illegal transition or a
+ * state its facts contradict is a bug, caught here. */
+static void watch_set(struct mori__watch *x, mori_watch_event ev) {
+  mori_watch_state from = x->state;
+  if (mori_watch_fire(&x->state, ev) != 0)
+    mori__bug("watchdog entry of %s on channel %d: %s while %s is not a transition of its life",
+              x->op, x->channel, mori_watch_event_name(ev), mori_watch_name(from));
+  assert_watch(x);
+}
+
+/* Its call ended and recorded the end event: the entry completes when the
+ * stream reaches it.  Under wd.lock. */
+static int recorded(const struct mori__watch *x) {
+  return !can(x, MORI_WATCH_EV_END) && x->end != NULL;
+}
+
 /* ---- the list ---- */
 
 static void unlink_entry(struct mori__watch *x) {
@@ -125,6 +160,7 @@ static void unlink_entry(struct mori__watch *x) {
   else wd.head = x->next;
   if (x->next) x->next->prev = x->prev;
   else wd.tail = x->prev;
+  x->prev = x->next = NULL;
 }
 
 static void entry_free(struct mori__watch *x) {
@@ -133,15 +169,13 @@ static void entry_free(struct mori__watch *x) {
   free(x);
 }
 
-/* Off the list; freed now, or by its caller's mori__watch_end if the
- * caller still holds it (a release can end the waits while the caller is
- * still enqueuing: the sim's sync mode runs the waits in the call). */
+/* Off the list; freed now (FREED), or by its call's mori__watch_end if the
+ * call still holds it (RETIRED: a release can end the waits while the call
+ * is still enqueuing them: the sim's sync mode runs the waits in the call). */
 static void retire(struct mori__watch *x) {
   unlink_entry(x);
-  if (x->held)
-    x->retired = 1;
-  else
-    entry_free(x);
+  watch_set(x, MORI_WATCH_EV_RETIRE);
+  if (x->state == MORI_WATCH_FREED) entry_free(x);
   pthread_cond_broadcast(&wd.changed);
 }
 
@@ -157,10 +191,14 @@ static int reached(hipEvent_t ev) {
 
 /* ---- releasing an expired entry (outside wd.lock) ---- */
 
-/* Whether the caller recorded the end event (it may do so while the entry
- * is being released). */
-static int recorded(const struct mori__watch *x) {
-  return __atomic_load_n(&x->end_recorded, __ATOMIC_ACQUIRE);
+/* Whether the stream has passed the end event its call recorded; the call
+ * may end while the entry is being released, so its state is read under
+ * wd.lock (the event stays valid: the entry is not freed while releasing). */
+static int completed(const struct mori__watch *x) {
+  pthread_mutex_lock(&wd.lock);
+  hipEvent_t end = recorded(x) ? x->end : NULL;
+  pthread_mutex_unlock(&wd.lock);
+  return end != NULL && reached(end);
 }
 
 static int met(const struct mori__watch_cell *c, uint32_t v) {
@@ -184,7 +222,7 @@ static void fail_window(const struct mori__watch *x, const char *fmt, ...) {
 static int release(struct mori__watch *x) {
   hipStream_t svc = NULL;
   (void)mori_hipSetDevice(x->device);
-  if (recorded(x) && reached(x->end)) return 1;
+  if (completed(x)) return 1;
   if (mori__service_stream(x->device, &svc) != 0) {
     fail_window(x, "%s on channel %d: no release after %d ms: %s", x->op, x->channel,
                 x->timeout_ms, mori_last_error());
@@ -205,7 +243,7 @@ static int release(struct mori__watch *x) {
    * peers did write, the stream is behind other work, not stuck. */
   struct timespec pause = {0, 1000000};
   if (missing > 0) nanosleep(&pause, NULL);
-  if (missing == 0 || (recorded(x) && reached(x->end))) {
+  if (missing == 0 || completed(x)) {
     free(vals);
     return missing > 0;
   }
@@ -255,19 +293,19 @@ static struct mori__watch *scan(double now, double *next) {
   struct mori__watch *expired = NULL, *nx;
   for (struct mori__watch *x = wd.head; x != NULL; x = nx) {
     nx = x->next;
-    if (x->releasing) continue;
+    if (can(x, MORI_WATCH_EV_REARM)) continue; /* being released */
     (void)mori_hipSetDevice(x->device);
     if (recorded(x) && reached(x->end)) {
       retire(x);
       continue;
     }
-    if (!x->started) {
+    if (can(x, MORI_WATCH_EV_START)) {
       if (!reached(x->start)) continue;
-      x->started = 1;
       x->deadline_ms = now + x->timeout_ms;
+      watch_set(x, MORI_WATCH_EV_START);
     }
     if (now >= x->deadline_ms) {
-      x->releasing = 1;
+      watch_set(x, MORI_WATCH_EV_EXPIRE);
       x->expired_next = expired;
       expired = x;
     } else if (x->deadline_ms < *next) {
@@ -288,16 +326,19 @@ static void *watchdog_main(void *arg) {
     double now = now_ms(), next = now + POLL_MS;
     struct mori__watch *expired = scan(now, &next);
     pthread_mutex_unlock(&wd.lock);
-    for (struct mori__watch *x = expired; x != NULL; x = x->expired_next) x->done = release(x);
-    pthread_mutex_lock(&wd.lock);
     for (struct mori__watch *x = expired, *nx; x != NULL; x = nx) {
-      nx = x->expired_next;
-      x->releasing = 0;
-      if (x->done)
+      nx = x->expired_next; /* x may be freed by its retirement */
+      int done = release(x);
+      pthread_mutex_lock(&wd.lock);
+      if (done) {
         retire(x);
-      else
+      } else {
         x->deadline_ms = now_ms() + x->timeout_ms;
+        watch_set(x, MORI_WATCH_EV_REARM);
+      }
+      pthread_mutex_unlock(&wd.lock);
     }
+    pthread_mutex_lock(&wd.lock);
     pthread_cond_broadcast(&wd.changed);
     double wait = next - now_ms();
     if (wait > 0) {
@@ -328,7 +369,7 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
   x->channel = channel;
   x->timeout_ms = timeout_ms;
   x->ncells = ncells;
-  x->held = 1;
+  x->state = MORI_WATCH_HELD_QUEUED; /* off the list until it is linked below */
   memcpy(x->cells, cells, (size_t)ncells * sizeof x->cells[0]);
   int rc = event_get(device, &x->start);
   if (rc == 0) rc = event_get(device, &x->end);
@@ -347,6 +388,7 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
     if (wd.tail) wd.tail->next = x;
     else wd.head = x;
     wd.tail = x;
+    assert_watch(x);
     wd.watched++;
     pthread_cond_signal(&wd.wake);
   } else {
@@ -363,12 +405,13 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
 int mori__watch_end(struct mori__watch *x, hipStream_t stream) {
   hipError_t e = mori_hipEventRecord(x->end, stream);
   pthread_mutex_lock(&wd.lock);
-  x->held = 0;
-  if (x->retired)
-    entry_free(x);
-  else if (e == hipSuccess)
+  if (e != hipSuccess && x->state != MORI_WATCH_RETIRED) {
     /* unrecorded, it still ends: by its release at the deadline */
-    __atomic_store_n(&x->end_recorded, 1, __ATOMIC_RELEASE);
+    event_put(x->device, x->end);
+    x->end = NULL;
+  }
+  watch_set(x, MORI_WATCH_EV_END);
+  if (x->state == MORI_WATCH_FREED) entry_free(x);
   pthread_mutex_unlock(&wd.lock);
   return e == hipSuccess ? 0 : mori__hip_error("hipEventRecord", e);
 }
@@ -380,7 +423,7 @@ void mori__watch_forget(const mori_window *w) {
     for (struct mori__watch *x = wd.head, *nx; x != NULL; x = nx) {
       nx = x->next;
       if (x->w != w) continue;
-      if (x->releasing)
+      if (can(x, MORI_WATCH_EV_REARM)) /* being released */
         busy = 1;
       else
         retire(x);

@@ -342,8 +342,12 @@ void mori__window_strip(mori_window *w) {
   w->pad_ptrs = NULL;
 }
 
+/* Under mori__lock: a window that never served (its rendezvous failed or
+ * never ran) is abandoned and goes at once; nothing can name it. */
 static void window_free(mori_window *w) {
   mori__window_strip(w);
+  w->block = NULL;
+  mori__window_set_life(w, MORI_LIFE_EV_ABANDON);
   free(w->group);
   free(w);
 }
@@ -440,9 +444,9 @@ static int rendezvous_settle(mori_block *b, mori_window *w, int rc, mori_block *
     mori__window_unregister(w);
     window_free(w);
   } else {
-    w->life = MORI_LIFE_OPEN;
     w->next = b->windows;
     b->windows = w;
+    mori__window_set_life(w, MORI_LIFE_EV_OPEN);
     mori__counters.windows++;
     mori__counters.rendezvous++;
     if (b->freed)

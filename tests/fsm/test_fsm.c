@@ -1019,6 +1019,248 @@ static void describe_truncates_and_reports_the_full_length(void **state) {
   assert_memory_equal(small, full, sizeof small - 1);
 }
 
+/* ---- the lifecycles without a ledger: window life, watchdog entry ---- */
+
+/* The legal rows, written out independently of lifecycle.c's tables. */
+static const struct {
+  mori_life from;
+  mori_life_event ev;
+  mori_life to;
+} life_legal[] = {
+    {MORI_LIFE_OPENING, MORI_LIFE_EV_OPEN, MORI_LIFE_OPEN},
+    {MORI_LIFE_OPENING, MORI_LIFE_EV_ABANDON, MORI_LIFE_CLOSED},
+    {MORI_LIFE_OPEN, MORI_LIFE_EV_CLOSE, MORI_LIFE_CLOSING},
+    {MORI_LIFE_CLOSING, MORI_LIFE_EV_FINISH, MORI_LIFE_CLOSED},
+};
+
+static int life_expected(mori_life s, mori_life_event ev) {
+  for (size_t i = 0; i < sizeof life_legal / sizeof life_legal[0]; i++)
+    if (life_legal[i].from == s && life_legal[i].ev == ev) return (int)life_legal[i].to;
+  return -1;
+}
+
+/* Every (state, event): a legal one moves; an illegal one is refused and
+ * changes nothing, with ETERMINAL from CLOSED, which nothing leaves. */
+static void life_fire_moves_by_each_row_and_refuses_every_other_pair(void **state) {
+  int illegal = 0;
+  for (int s = 0; s < MORI_LIFE__COUNT; s++)
+    for (int ev = 0; ev < MORI_LIFE_EV__COUNT; ev++) {
+      int want = life_expected((mori_life)s, (mori_life_event)ev);
+      assert_int_equal(mori_life_next((mori_life)s, (mori_life_event)ev), want);
+      mori_life life = (mori_life)s;
+      int rc = mori_life_fire(&life, (mori_life_event)ev);
+      if (want >= 0) {
+        assert_int_equal(rc, MORI_FSM_OK);
+        assert_int_equal(life, want);
+        continue;
+      }
+      illegal++;
+      if (rc != (s == MORI_LIFE_CLOSED ? MORI_FSM_ETERMINAL : MORI_FSM_EILLEGAL))
+        fail_msg("%s -%s-> returned %d", mori_life_name((mori_life)s),
+                 mori_life_event_name((mori_life_event)ev), rc);
+      assert_int_equal(life, s);
+    }
+  assert_int_equal(illegal, MORI_LIFE__COUNT * MORI_LIFE_EV__COUNT - 4);
+  mori_life life = MORI_LIFE_OPEN;
+  assert_int_equal(mori_life_fire(&life, (mori_life_event)MORI_LIFE_EV__COUNT), MORI_FSM_EILLEGAL);
+  life = (mori_life)MORI_LIFE__COUNT;
+  assert_int_equal(mori_life_fire(&life, MORI_LIFE_EV_OPEN), MORI_FSM_ETERMINAL);
+  assert_int_equal(mori_life_next((mori_life)-1, MORI_LIFE_EV_OPEN), -1);
+}
+
+/* What each state implies: a fact each state forbids, one at a time, is
+ * named; the facts of an ordinary window in that state pass; -1 (a fact
+ * the caller cannot read there) is not checked. */
+static void life_check_names_the_fact_a_state_forbids(void **state) {
+  static const struct {
+    mori_life s;
+    mori_life_facts f;
+    const char *why; /* NULL: passes */
+  } cases[] = {
+      {MORI_LIFE_OPENING, {0, 0, 0, 1, MORI_WS_GATHERED}, NULL},
+      {MORI_LIFE_OPENING, {0, 0, 0, 1, MORI_WS_FAILED}, NULL},
+      {MORI_LIFE_OPENING, {1, 0, 0, 1, MORI_WS_INIT}, "OPENING: refs is 1, expected 0"},
+      {MORI_LIFE_OPENING, {0, 2, 0, 1, MORI_WS_INIT}, "OPENING: busy is 2, expected 0"},
+      {MORI_LIFE_OPENING, {0, 0, 1, 1, MORI_WS_INIT}, "OPENING: listed is 1, expected 0"},
+      {MORI_LIFE_OPENING, {0, 0, 0, 0, MORI_WS_INIT}, "OPENING: attached is 0, expected 1"},
+      {MORI_LIFE_OPENING, {0, 0, 0, 1, MORI_WS_RELEASED},
+       "OPENING: window machine is RELEASED, expected INIT, "},
+      {MORI_LIFE_OPEN, {3, 2, 1, 1, MORI_WS_MAPPED}, NULL},
+      {MORI_LIFE_OPEN, {0, 0, 1, 1, -1}, NULL},
+      {MORI_LIFE_OPEN, {0, 0, 0, 1, MORI_WS_MAPPED}, "OPEN: listed is 0, expected 1"},
+      {MORI_LIFE_OPEN, {0, 0, 1, 0, MORI_WS_MAPPED}, "OPEN: attached is 0, expected 1"},
+      {MORI_LIFE_OPEN, {0, 0, 1, 1, MORI_WS_TABLES_BUILT},
+       "OPEN: window machine is TABLES_BUILT, expected MAPPED"},
+      {MORI_LIFE_OPEN, {-2, 0, 1, 1, MORI_WS_MAPPED}, "OPEN: refs is -2, expected 0 or > 0"},
+      {MORI_LIFE_CLOSING, {1, 0, 1, 1, MORI_WS_MAPPED}, NULL},
+      {MORI_LIFE_CLOSING, {1, 0, 1, 1, MORI_WS_RELEASED}, NULL},
+      {MORI_LIFE_CLOSING, {0, 1, 1, 1, MORI_WS_MAPPED}, "CLOSING: busy is 1, expected 0"},
+      {MORI_LIFE_CLOSING, {0, 0, 0, 1, MORI_WS_MAPPED}, "CLOSING: listed is 0, expected 1"},
+      {MORI_LIFE_CLOSING, {0, 0, 1, 1, MORI_WS_FAILED},
+       "CLOSING: window machine is FAILED, expected MAPPED or RELEASED"},
+      {MORI_LIFE_CLOSED, {2, 0, 0, 0, MORI_WS_RELEASED}, NULL},
+      {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_FAILED}, NULL},
+      {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_INIT}, NULL},
+      {MORI_LIFE_CLOSED, {0, 1, 0, 0, MORI_WS_RELEASED}, "CLOSED: busy is 1, expected 0"},
+      {MORI_LIFE_CLOSED, {0, 0, 1, 0, MORI_WS_RELEASED}, "CLOSED: listed is 1, expected 0"},
+      {MORI_LIFE_CLOSED, {0, 0, 0, 1, MORI_WS_RELEASED}, "CLOSED: attached is 1, expected 0"},
+      {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_MAPPED},
+       "CLOSED: window machine is MAPPED, expected INIT, RELEASED or FAILED"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char why[256] = "";
+    int rc = mori_life_check(cases[i].s, &cases[i].f, why, sizeof why);
+    if (cases[i].why == NULL) {
+      if (rc != 0) fail_msg("case %zu: %s", i, why);
+      continue;
+    }
+    assert_int_equal(rc, MORI_FSM_EINVARIANT);
+    if (strncmp(why, cases[i].why, strlen(cases[i].why)) != 0)
+      fail_msg("case %zu: \"%s\", expected \"%s\"", i, why, cases[i].why);
+  }
+  char why[64];
+  mori_life_facts ok = {0, 0, 1, 1, MORI_WS_MAPPED};
+  assert_int_equal(mori_life_check((mori_life)7, &ok, why, sizeof why), MORI_FSM_EINVARIANT);
+}
+
+static const struct {
+  mori_watch_state from;
+  mori_watch_event ev;
+  mori_watch_state to;
+} watch_legal[] = {
+#define W_(from, ev, to) {MORI_WATCH_##from, MORI_WATCH_EV_##ev, MORI_WATCH_##to}
+    W_(HELD_QUEUED, START, HELD_ARMED),       W_(QUEUED, START, ARMED),
+    W_(HELD_ARMED, EXPIRE, HELD_RELEASING),   W_(ARMED, EXPIRE, RELEASING),
+    W_(HELD_RELEASING, REARM, HELD_ARMED),    W_(RELEASING, REARM, ARMED),
+    W_(HELD_QUEUED, END, QUEUED),             W_(HELD_ARMED, END, ARMED),
+    W_(HELD_RELEASING, END, RELEASING),       W_(RETIRED, END, FREED),
+    W_(HELD_QUEUED, RETIRE, RETIRED),         W_(HELD_ARMED, RETIRE, RETIRED),
+    W_(HELD_RELEASING, RETIRE, RETIRED),      W_(QUEUED, RETIRE, FREED),
+    W_(ARMED, RETIRE, FREED),                 W_(RELEASING, RETIRE, FREED),
+#undef W_
+};
+#define NWATCH_LEGAL (sizeof watch_legal / sizeof watch_legal[0])
+
+static int watch_expected(mori_watch_state s, mori_watch_event ev) {
+  for (size_t i = 0; i < NWATCH_LEGAL; i++)
+    if (watch_legal[i].from == s && watch_legal[i].ev == ev) return (int)watch_legal[i].to;
+  return -1;
+}
+
+static void watch_fire_moves_by_each_row_and_refuses_every_other_pair(void **state) {
+  int illegal = 0;
+  for (int s = 0; s < MORI_WATCH__COUNT; s++)
+    for (int ev = 0; ev < MORI_WATCH_EV__COUNT; ev++) {
+      int want = watch_expected((mori_watch_state)s, (mori_watch_event)ev);
+      assert_int_equal(mori_watch_next((mori_watch_state)s, (mori_watch_event)ev), want);
+      mori_watch_state st = (mori_watch_state)s;
+      int rc = mori_watch_fire(&st, (mori_watch_event)ev);
+      if (want >= 0) {
+        assert_int_equal(rc, MORI_FSM_OK);
+        assert_int_equal(st, want);
+        continue;
+      }
+      illegal++;
+      if (rc != (s == MORI_WATCH_FREED ? MORI_FSM_ETERMINAL : MORI_FSM_EILLEGAL))
+        fail_msg("%s -%s-> returned %d", mori_watch_name((mori_watch_state)s),
+                 mori_watch_event_name((mori_watch_event)ev), rc);
+      assert_int_equal(st, s);
+    }
+  assert_int_equal(illegal, MORI_WATCH__COUNT * MORI_WATCH_EV__COUNT - (int)NWATCH_LEGAL);
+}
+
+/* Whoever lets go last frees the entry: the watchdog's list (RETIRE) or
+ * the call that made it (END), in either order, from every state. */
+static void watch_entry_is_freed_by_whichever_lets_go_last(void **state) {
+  static const mori_watch_state held[] = {MORI_WATCH_HELD_QUEUED, MORI_WATCH_HELD_ARMED,
+                                          MORI_WATCH_HELD_RELEASING};
+  for (size_t i = 0; i < 3; i++) {
+    mori_watch_state a = held[i], b = held[i];
+    assert_int_equal(mori_watch_fire(&a, MORI_WATCH_EV_RETIRE), 0);
+    assert_int_equal(a, MORI_WATCH_RETIRED);
+    assert_int_equal(mori_watch_fire(&a, MORI_WATCH_EV_END), 0);
+    assert_int_equal(a, MORI_WATCH_FREED);
+    assert_int_equal(mori_watch_fire(&b, MORI_WATCH_EV_END), 0);
+    assert_int_not_equal(b, MORI_WATCH_FREED);
+    assert_int_equal(mori_watch_fire(&b, MORI_WATCH_EV_RETIRE), 0);
+    assert_int_equal(b, MORI_WATCH_FREED);
+  }
+}
+
+static void watch_check_names_the_fact_a_state_forbids(void **state) {
+  static const struct {
+    mori_watch_state s;
+    mori_watch_facts f;
+    const char *why;
+  } cases[] = {
+      {MORI_WATCH_HELD_QUEUED, {1, 0, 1}, NULL},
+      {MORI_WATCH_HELD_QUEUED, {0, 0, 1}, "HELD_QUEUED: listed is 0, expected 1"},
+      {MORI_WATCH_HELD_QUEUED, {1, 1, 1}, "HELD_QUEUED: armed is 1, expected 0"},
+      {MORI_WATCH_HELD_QUEUED, {1, 0, 0}, "HELD_QUEUED: end event is 0, expected 1"},
+      {MORI_WATCH_HELD_ARMED, {1, 1, 1}, NULL},
+      {MORI_WATCH_HELD_ARMED, {1, 0, 1}, "HELD_ARMED: armed is 0, expected 1"},
+      {MORI_WATCH_HELD_RELEASING, {1, 1, 1}, NULL},
+      {MORI_WATCH_HELD_RELEASING, {0, 1, 1}, "HELD_RELEASING: listed is 0, expected 1"},
+      {MORI_WATCH_RETIRED, {0, 1, 1}, NULL},
+      {MORI_WATCH_RETIRED, {0, 0, 1}, NULL},
+      {MORI_WATCH_RETIRED, {1, 1, 1}, "RETIRED: listed is 1, expected 0"},
+      {MORI_WATCH_RETIRED, {0, 1, 0}, "RETIRED: end event is 0, expected 1"},
+      {MORI_WATCH_QUEUED, {1, 0, 0}, NULL},
+      {MORI_WATCH_QUEUED, {1, 0, 1}, NULL},
+      {MORI_WATCH_QUEUED, {1, 1, 1}, "QUEUED: armed is 1, expected 0"},
+      {MORI_WATCH_ARMED, {1, 1, 0}, NULL},
+      {MORI_WATCH_ARMED, {0, 1, 0}, "ARMED: listed is 0, expected 1"},
+      {MORI_WATCH_RELEASING, {1, 1, 1}, NULL},
+      {MORI_WATCH_RELEASING, {1, 0, 1}, "RELEASING: armed is 0, expected 1"},
+      {MORI_WATCH_FREED, {0, 1, 0}, NULL},
+      {MORI_WATCH_FREED, {1, 1, 0}, "FREED: listed is 1, expected 0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char why[256] = "";
+    int rc = mori_watch_check(cases[i].s, &cases[i].f, why, sizeof why);
+    if (cases[i].why == NULL) {
+      if (rc != 0) fail_msg("case %zu: %s", i, why);
+      continue;
+    }
+    assert_int_equal(rc, MORI_FSM_EINVARIANT);
+    assert_string_equal(why, cases[i].why);
+  }
+}
+
+/* The lines docs/state-machine.md shows for each state, and the names. */
+static void lifecycle_lines_and_names_are_what_the_tables_say(void **state) {
+  static const char *const life_lines[] = {
+      "refs 0; busy 0; not listed; attached; window machine not RELEASED",
+      "listed; attached; window machine MAPPED",
+      "busy 0; listed; attached; window machine MAPPED or RELEASED",
+      "busy 0; not listed; detached; window machine INIT, RELEASED or FAILED",
+  };
+  static const char *const life_names[] = {"OPENING", "OPEN", "CLOSING", "CLOSED"};
+  static const char *const life_events[] = {"OPEN", "ABANDON", "CLOSE", "FINISH"};
+  static const char *const watch_names[] = {"HELD_QUEUED", "HELD_ARMED", "HELD_RELEASING",
+                                            "RETIRED",     "QUEUED",     "ARMED",
+                                            "RELEASING",   "FREED"};
+  static const char *const watch_events[] = {"START", "EXPIRE", "REARM", "RETIRE", "END"};
+  char line[256];
+  for (int s = 0; s < MORI_LIFE__COUNT; s++) {
+    assert_string_equal(mori_life_name((mori_life)s), life_names[s]);
+    mori__lc_describe(&mori__life_lifecycle, s, line, sizeof line);
+    assert_string_equal(line, life_lines[s]);
+  }
+  for (int ev = 0; ev < MORI_LIFE_EV__COUNT; ev++)
+    assert_string_equal(mori_life_event_name((mori_life_event)ev), life_events[ev]);
+  for (int s = 0; s < MORI_WATCH__COUNT; s++)
+    assert_string_equal(mori_watch_name((mori_watch_state)s), watch_names[s]);
+  for (int ev = 0; ev < MORI_WATCH_EV__COUNT; ev++)
+    assert_string_equal(mori_watch_event_name((mori_watch_event)ev), watch_events[ev]);
+  mori__lc_describe(&mori__watch_lifecycle, MORI_WATCH_HELD_QUEUED, line, sizeof line);
+  assert_string_equal(line, "listed; not armed; end event");
+  mori__lc_describe(&mori__watch_lifecycle, MORI_WATCH_FREED, line, sizeof line);
+  assert_string_equal(line, "not listed");
+  assert_string_equal(mori_life_name(MORI_LIFE__COUNT), "?");
+  assert_string_equal(mori_watch_event_name((mori_watch_event)-1), "?");
+}
+
 /* Not inlined: GCC 12 then mistakes open_memstream's buffer for a local. */
 __attribute__((noinline)) static char *dot_text(void) {
   char *buf = NULL;
@@ -1062,8 +1304,53 @@ static void dot_draws_one_node_per_state_and_one_edge_per_table_row(void **state
     distinct += !seen_before;
   }
   size_t edges = 0;
-  for (const char *p = dot; (p = strstr(p, " -> ")) != NULL; p++) edges++;
+  for (const char *p = dot; (p = strstr(p, " -> ")) != NULL; p++) {
+    const char *bol = p;
+    while (bol > dot && bol[-1] != '\n') bol--;
+    edges += strncmp(bol, "  subgraph", 10) != 0 && bol[2] != ' '; /* not inside a cluster */
+  }
   assert_int_equal(edges, distinct);
+  free(dot);
+}
+
+static void dot_draws_each_lifecycle_as_a_cluster_of_its_rows(void **state) {
+  char *dot = dot_text();
+  const char *life = strstr(dot, "\n  subgraph cluster_life {\n    label=\"window life\";\n");
+  const char *watch = strstr(dot, "\n  subgraph cluster_watch {\n    label=\"watchdog entry\";\n");
+  assert_non_null(life);
+  assert_non_null(watch);
+  assert_true(life < watch);
+  char edge[160];
+  for (size_t i = 0; i < sizeof life_legal / sizeof life_legal[0]; i++) {
+    snprintf(edge, sizeof edge, "    life_%s -> life_%s [label=\"%s\"];\n",
+             mori_life_name(life_legal[i].from), mori_life_name(life_legal[i].to),
+             mori_life_event_name(life_legal[i].ev));
+    const char *at = strstr(life, edge);
+    if (at == NULL || at > watch) fail_msg("no edge %s", edge);
+  }
+  for (size_t i = 0; i < NWATCH_LEGAL; i++) {
+    snprintf(edge, sizeof edge, "    watch_%s -> watch_%s [label=\"%s\"];\n",
+             mori_watch_name(watch_legal[i].from), mori_watch_name(watch_legal[i].to),
+             mori_watch_event_name(watch_legal[i].ev));
+    if (strstr(watch, edge) == NULL) fail_msg("no edge %s", edge);
+  }
+  size_t edges = 0;
+  for (const char *p = life; (p = strstr(p, "    life_")) != NULL; p++) edges += strstr(p, " -> ") < strchr(p, '\n');
+  assert_int_equal(edges, sizeof life_legal / sizeof life_legal[0]);
+  edges = 0;
+  for (const char *p = watch; (p = strstr(p, "    watch_")) != NULL; p++) edges += strstr(p, " -> ") < strchr(p, '\n');
+  assert_int_equal(edges, NWATCH_LEGAL);
+  char node[64];
+  for (int st = 0; st < MORI_LIFE__COUNT; st++) {
+    snprintf(node, sizeof node, "    life_%s [label=\"%s\\n", mori_life_name((mori_life)st),
+             mori_life_name((mori_life)st));
+    assert_non_null(strstr(life, node));
+  }
+  for (int st = 0; st < MORI_WATCH__COUNT; st++) {
+    snprintf(node, sizeof node, "    watch_%s [label=\"%s\\n", mori_watch_name((mori_watch_state)st),
+             mori_watch_name((mori_watch_state)st));
+    assert_non_null(strstr(watch, node));
+  }
   free(dot);
 }
 
@@ -1103,6 +1390,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test(invariant_lines_are_what_the_invariant_table_says),
       cmocka_unit_test(describe_truncates_and_reports_the_full_length),
       cmocka_unit_test(dot_draws_one_node_per_state_and_one_edge_per_table_row),
+      cmocka_unit_test(dot_draws_each_lifecycle_as_a_cluster_of_its_rows),
+      cmocka_unit_test(life_fire_moves_by_each_row_and_refuses_every_other_pair),
+      cmocka_unit_test(life_check_names_the_fact_a_state_forbids),
+      cmocka_unit_test(watch_fire_moves_by_each_row_and_refuses_every_other_pair),
+      cmocka_unit_test(watch_entry_is_freed_by_whichever_lets_go_last),
+      cmocka_unit_test(watch_check_names_the_fact_a_state_forbids),
+      cmocka_unit_test(lifecycle_lines_and_names_are_what_the_tables_say),
   };
   return mori_run_tests(argc, argv, tests);
 }

@@ -194,11 +194,110 @@ const char *mori_res_name(mori_res r);
 /* One line per state: its invariants, for docs and messages. */
 const char *mori_wstate_invariants(mori_wstate s);
 
-/* The diagram from the table, in Graphviz DOT. */
+/* The diagram from the tables, in Graphviz DOT: the block and window
+ * machines, then the window life and the watchdog entry, each a cluster. */
 void mori_fsm_write_dot(FILE *out);
 /* The table's steps as a markdown table: every forward and RELEASE row,
  * then one FAIL line per kind. */
 void mori_fsm_write_steps(FILE *out);
+
+/* ---- two lifecycles without a ledger: a window's life, a watchdog entry ----
+ *
+ * Each is a state, its legal transitions as a table, one setter that
+ * checks (an illegal transition changes nothing and is reported, as libuv
+ * asserts a handle's flags), and a check of what each state implies about
+ * the facts its owner reports (SQLite's assert_pager_state).  The owner
+ * holds the state and the lock that guards it; nothing here locks.
+ */
+
+/* A window's life, as libuv's handle flags: only an OPEN window serves
+ * calls; closing is a state, so a call on a closed window is caught.
+ *
+ *   OPENING -OPEN-> OPEN -CLOSE-> CLOSING -FINISH-> CLOSED
+ *   OPENING -ABANDON-> CLOSED
+ */
+typedef enum mori_life {
+  MORI_LIFE_OPENING = 0, /* its rendezvous runs; not handed out yet */
+  MORI_LIFE_OPEN,        /* usable */
+  MORI_LIFE_CLOSING,     /* its block's teardown runs on some thread */
+  MORI_LIFE_CLOSED,      /* torn down, or abandoned: a tombstone, so that late calls are caught */
+  MORI_LIFE__COUNT
+} mori_life;
+
+typedef enum mori_life_event {
+  MORI_LIFE_EV_OPEN = 0, /* its rendezvous succeeded: the window is handed out */
+  MORI_LIFE_EV_ABANDON,  /* its rendezvous failed (rolled back) or never ran */
+  MORI_LIFE_EV_CLOSE,    /* its block's teardown claimed it */
+  MORI_LIFE_EV_FINISH,   /* that teardown is done: what is left is the tombstone */
+  MORI_LIFE_EV__COUNT
+} mori_life_event;
+
+/* What the owner of a window reads under its lock.  machine is -1 where
+ * another thread may be moving the window machine (a window being set up
+ * or torn down, seen from a call): that fact is then not checked. */
+typedef struct mori_life_facts {
+  int refs;     /* references (retain - release) */
+  int busy;     /* calls in progress */
+  int listed;   /* 1: on its block's list of windows */
+  int attached; /* 1: still names its block */
+  int machine;  /* its WINDOW machine's mori_wstate, or -1 */
+} mori_life_facts;
+
+/* The next state, or -1 if (state, event) is not in the table. */
+int mori_life_next(mori_life s, mori_life_event ev);
+/* The one setter: moves *s, or returns MORI_FSM_EILLEGAL (MORI_FSM_ETERMINAL
+ * from CLOSED) and leaves it. */
+int mori_life_fire(mori_life *s, mori_life_event ev);
+/* assert_life_state(): 0, or MORI_FSM_EINVARIANT with why (n bytes) naming
+ * the first fact the state forbids, e.g. "CLOSING: busy is 1, expected 0". */
+int mori_life_check(mori_life s, const mori_life_facts *f, char *why, size_t n);
+const char *mori_life_name(mori_life s);
+const char *mori_life_event_name(mori_life_event ev);
+
+/* A watchdog entry (one signal call's bounded waits).  Two parties hold
+ * it: the watchdog's list, until the entry retires, and the call that
+ * made it, until it ends (records the end event after its waits).  The
+ * HELD_ states are the ones the call still holds; whichever lets go last
+ * frees the entry.
+ *
+ *   QUEUED -START-> ARMED -EXPIRE-> RELEASING -REARM-> ARMED  (and HELD_ alike)
+ *   HELD_x -END-> x;  RETIRED -END-> FREED
+ *   HELD_x -RETIRE-> RETIRED;  x -RETIRE-> FREED     (x: QUEUED, ARMED, RELEASING)
+ */
+typedef enum mori_watch_state {
+  MORI_WATCH_HELD_QUEUED = 0, /* on the list; its stream has not reached the start event */
+  MORI_WATCH_HELD_ARMED,      /* on the list; its deadline runs */
+  MORI_WATCH_HELD_RELEASING,  /* the watchdog releases its waits, outside the list's lock */
+  MORI_WATCH_RETIRED,         /* off the list; freed when its call ends it */
+  MORI_WATCH_QUEUED,          /* as HELD_QUEUED, its call ended */
+  MORI_WATCH_ARMED,           /* as HELD_ARMED, its call ended */
+  MORI_WATCH_RELEASING,       /* as HELD_RELEASING, its call ended */
+  MORI_WATCH_FREED,           /* nobody holds it: its memory goes */
+  MORI_WATCH__COUNT
+} mori_watch_state;
+
+typedef enum mori_watch_event {
+  MORI_WATCH_EV_START = 0, /* the stream reached the start event: the deadline runs */
+  MORI_WATCH_EV_EXPIRE,    /* the deadline passed: the watchdog takes it to release */
+  MORI_WATCH_EV_REARM,     /* the release found the waits met, or could not run: again */
+  MORI_WATCH_EV_RETIRE,    /* done (completed, released or forgotten): off the list */
+  MORI_WATCH_EV_END,       /* its call recorded the end event (or failed to) and let go */
+  MORI_WATCH_EV__COUNT
+} mori_watch_event;
+
+/* What the watchdog reads under its lock. */
+typedef struct mori_watch_facts {
+  int listed;  /* 1: on the watchdog's list */
+  int armed;   /* 1: a deadline is set */
+  int has_end; /* 1: it holds its end event (a call whose record failed gives it back) */
+} mori_watch_facts;
+
+int mori_watch_next(mori_watch_state s, mori_watch_event ev);
+int mori_watch_fire(mori_watch_state *s, mori_watch_event ev);
+/* assert_watch_state(), as mori_life_check. */
+int mori_watch_check(mori_watch_state s, const mori_watch_facts *f, char *why, size_t n);
+const char *mori_watch_name(mori_watch_state s);
+const char *mori_watch_event_name(mori_watch_event ev);
 
 #ifdef __cplusplus
 }
