@@ -470,7 +470,7 @@ static void run(replay *r, mori_fi_replay_result *res) {
   }
   res->calls = (long)r->t->n;
   res->violation_at = res->violation_line = -1;
-  res->live_at_end = mori_shim_ledger_total();
+  res->live_at_end = mori_shim_registry_total();
 }
 
 static void child(const mori_fi_trace *t, const char *arch, const char *quirks,

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "mori/error.h"
+#include "mori/hip_shim.h"
 #include "mori/protocol.h"
 
 static mori_request world[MORI_FUZZ_WORLD];

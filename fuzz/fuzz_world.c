@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mori/error.h"
+#include "mori/hip_shim.h"
 #include "mori/protocol.h"
 
 #define MAX_RANKS 64

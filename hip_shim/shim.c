@@ -1,7 +1,7 @@
 /*
  * shim.c - the exported mori_hip* entry points and what all backends share:
  * backend selection, the thread-local last error and detail message, and the
- * ledger of live runtime resources.
+ * resource registry (the live runtime resources).
  *
  * Every entry point has the same shape: bring the backend up, call its table
  * entry, record what was acquired or released, store the result as the
@@ -110,6 +110,17 @@ static int bring_up(const char *name) {
   return 0;
 }
 
+/* MORI_SHIM_REGISTRY_REPORT=1, or its older name MORI_SHIM_LEDGER_REPORT=1
+ * (scripts still set it). */
+static int report_at_exit(void) {
+  static const char *const names[] = {"MORI_SHIM_REGISTRY_REPORT", "MORI_SHIM_LEDGER_REPORT"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *v = getenv(names[i]);
+    if (v != NULL && strcmp(v, "1") == 0) return 1;
+  }
+  return 0;
+}
+
 int mori_shim_select(const char *name) {
   int rc = 0;
   pthread_mutex_lock(&select_lock);
@@ -121,9 +132,7 @@ int mori_shim_select(const char *name) {
     }
   } else {
     rc = bring_up(name);
-    if (rc == 0 && getenv("MORI_SHIM_LEDGER_REPORT") &&
-        strcmp(getenv("MORI_SHIM_LEDGER_REPORT"), "1") == 0)
-      atexit(registry_report_at_exit);
+    if (rc == 0 && report_at_exit()) atexit(registry_report_at_exit);
   }
   if (rc != 0) mori__shim_detail("%s", select_failure);
   pthread_mutex_unlock(&select_lock);
@@ -206,7 +215,7 @@ static void registry_remove(enum registry_kind kind, uintptr_t key) {
   registry_remove_range(kind, key, key + 1, 1);
 }
 
-void mori_shim_ledger(mori_shim_ledger_counts *out) {
+void mori_shim_registry(mori_shim_registry_counts *out) {
   long c[KIND__COUNT] = {0};
   pthread_mutex_lock(&registry_lock);
   for (size_t i = 0; i < registry_len; i++) c[registry[i].kind]++;
@@ -218,7 +227,7 @@ void mori_shim_ledger(mori_shim_ledger_counts *out) {
   out->device_allocs = c[KIND_DEVICE_ALLOC];
 }
 
-long mori_shim_ledger_total(void) {
+long mori_shim_registry_total(void) {
   pthread_mutex_lock(&registry_lock);
   long n = (long)registry_len;
   pthread_mutex_unlock(&registry_lock);
@@ -231,13 +240,13 @@ int mori_shim_runtime_fds(void) {
   return b != NULL && b->own_fds != NULL ? b->own_fds() : 0;
 }
 
-long mori_shim_ledger_report(FILE *out) {
+long mori_shim_registry_report(FILE *out) {
   pthread_mutex_lock(&registry_lock);
   long n = (long)registry_len;
   if (n == 0) {
-    fprintf(out, "mori shim ledger: 0 leaks\n");
+    fprintf(out, "mori shim registry: 0 leaks\n");
   } else {
-    fprintf(out, "mori shim ledger: %ld leaks\n", n);
+    fprintf(out, "mori shim registry: %ld leaks\n", n);
     for (size_t i = 0; i < registry_len; i++) {
       const struct registry_entry *e = &registry[i];
       if (e->kind == KIND_EXPORTED_FD)
@@ -251,7 +260,7 @@ long mori_shim_ledger_report(FILE *out) {
   return n;
 }
 
-static void registry_report_at_exit(void) { mori_shim_ledger_report(stderr); }
+static void registry_report_at_exit(void) { mori_shim_registry_report(stderr); }
 
 /* ---- entry points ---- */
 

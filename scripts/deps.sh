@@ -3,9 +3,11 @@
 # Without root it only checks that they are present.
 set -euo pipefail
 # libamdhip64-5 and libhiprtc-builtins5: Debian's ROCm 5.2 runtime, whose
-# hiprtc compiles the signal kernels' HIP source in tests/kernels (no GPU).
+# hiprtc compiles the signal kernels' HIP source in tests/kernels (no GPU);
+# libamdhip64-dev: the real <hip/hip_runtime_api.h>, beside which every
+# installed header must compile (tests/install/headers_compile.sh).
 pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3 pkgconf
-      libamdhip64-5 libhiprtc-builtins5)
+      libamdhip64-5 libhiprtc-builtins5 libamdhip64-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 
 # output header | C name | kernel source | the interface header it includes
 UNITS=(
-  "core/kernels/signal_ptx.h|mori__signal_ptx|core/kernels/signal.cu|hip_shim/include/mori/signal_kernel.h"
-  "tests/gpu/bench_kernels_ptx.h|bench_kernels_ptx|tests/gpu/bench_kernels.cu|hip_shim/include/mori/signal_kernel.h"
+  "core/kernels/signal_ptx.h|mori__signal_ptx|core/kernels/signal.cu|hip_shim/internal/mori/signal_kernel.h"
+  "tests/gpu/bench_kernels_ptx.h|bench_kernels_ptx|tests/gpu/bench_kernels.cu|hip_shim/internal/mori/signal_kernel.h"
 )
 ARCH=compute_75 # the oldest CUDA 13 targets; the driver compiles it for the GPU it finds
 
@@ -46,7 +46,7 @@ emit() {
 generate() { # out sym src hdr -> writes out
   local out=$1 sym=$2 src=$3 hdr=$4 tmp
   tmp=$(mktemp -d)
-  "$NVCC" -arch=$ARCH --ptx -std=c++17 -I hip_shim/include -o "$tmp/k.ptx" "$src"
+  "$NVCC" -arch=$ARCH --ptx -std=c++17 -I hip_shim/internal -o "$tmp/k.ptx" "$src"
   emit "$out" "$sym" "$(sources_sha "$hdr" "$src")" "$(nvcc_release)" "$src" <"$tmp/k.ptx"
   rm -rf "$tmp"
 }

@@ -11,7 +11,7 @@
  */
 #include "internal.h"
 #include "mori/channel.h"
-#include "mori/error.h"
+#include "mori/error_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * error.c - error codes, their names, and the thread-local message naming
  * the call that failed.  One table; no other place spells an error name.
  */
-#include "mori/error.h"
+#include "mori/error_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,6 +55,15 @@ int mori__error(int code, const char *fmt, ...) {
   vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
   return code;
+}
+
+int mori_set_error(int code, const char *fmt, ...) {
+  char text[sizeof message];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  return mori__error(code, "%s", text);
 }
 
 int mori__hip_error(const char *call, hipError_t err) {

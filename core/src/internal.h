@@ -11,9 +11,15 @@
 
 #include <pthread.h>
 
+#include "mori/error_internal.h"
 #include "mori/fsm.h"
 #include "mori/symm.h"
 #include "mori/wire.h"
+
+/* The public handle-type names are HIP's values (symm.h). */
+_Static_assert((int)MORI_HANDLE_TYPE_POSIX_FD == (int)hipMemHandleTypePosixFileDescriptor &&
+                   (int)MORI_HANDLE_TYPE_FABRIC == (int)hipMemHandleTypeFabric,
+               "MORI_HANDLE_TYPE_* are hipMemAllocationHandleType's values");
 
 /* ---- settings and logging (config.c) ---- */
 

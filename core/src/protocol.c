@@ -6,7 +6,7 @@
  */
 #include "mori/protocol.h"
 
-#include "mori/error.h"
+#include "mori/error_internal.h"
 #include "mori/hip_shim.h"
 #include "mori/symm.h"
 

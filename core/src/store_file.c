@@ -8,7 +8,7 @@
  * regular file no larger than any valid value.  Waits sleep on inotify.
  */
 #include "internal.h"
-#include "mori/error.h"
+#include "mori/error_internal.h"
 #include "mori/store.h"
 
 #include <errno.h>

@@ -13,6 +13,7 @@
 #include "mori_cmocka.h"
 
 #include "launch.h"
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 #include "rank_check.h"
 
@@ -22,10 +23,10 @@ static inline int ranks_finish(int fds0, char *msg, size_t msglen, const char *w
     snprintf(msg, msglen, "release_all: %s", mori_last_error());
     return 1;
   }
-  long leaks = mori_shim_ledger_total();
+  long leaks = mori_shim_registry_total();
   int fds = mori_count_fds() - fds0;
   if (leaks != 0 || fds != 0) {
-    mori_shim_ledger_report(stderr);
+    mori_shim_registry_report(stderr);
     snprintf(msg, msglen, "%s: leaks=%ld fds=%+d", what, leaks, fds);
     return 1;
   }

@@ -73,7 +73,7 @@ static inline int fh_report(char *msg, size_t msglen, int fds0, int rc, const ch
   int rel = mori_symm_release_all();
   mori_symm_stats st;
   mori_symm_stats_get(&st);
-  long leaks = mori_shim_ledger_total();
+  long leaks = mori_shim_registry_total();
   int fds = mori_count_fds() - fds0 - mori_fi_own_fds();
   snprintf(msg, msglen, "rc=%d release=%d leaks=%ld fds=%d windows=%ld blocks=%ld %s err=%s", rc,
            rel, leaks, fds, st.windows, st.blocks, extra ? extra : "", err);

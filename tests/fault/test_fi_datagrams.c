@@ -28,8 +28,8 @@ static int exchange_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int rc = mori_symm_alloc(MiB, ctx->rank, &base);
   if (rc == 0) rc = mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL);
   if (rc != 0) {
-    mori_shim_ledger_counts c;
-    mori_shim_ledger(&c);
+    mori_shim_registry_counts c;
+    mori_shim_registry(&c);
     mori_symm_stats st;
     mori_symm_stats_get(&st);
     snprintf(extra, sizeof extra, "fail_handles=%ld fail_mappings=%ld fail_windows=%ld",

@@ -199,9 +199,9 @@ static int shim_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (mori_shim_select("sim") != 0) return 1;
   int built = build(&s) == 0;
   if (built) teardown(&s);
-  snprintf(msg, msglen, "built=%d leaks=%ld first=%s", built, mori_shim_ledger_total(),
+  snprintf(msg, msglen, "built=%d leaks=%ld first=%s", built, mori_shim_registry_total(),
            s.first[0] ? s.first : "-");
-  return s.first[0] != '\0' || mori_shim_ledger_total() != 0;
+  return s.first[0] != '\0' || mori_shim_registry_total() != 0;
 }
 
 static unsigned quirks_of(const char *failure) {

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "launch.h"
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 
 #define MiB ((size_t)1 << 20)
@@ -74,9 +75,9 @@ static int ordered_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   }
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   CHECK(mori_symm_release_all() == 0, "release_all: %s", mori_last_error());
-  long leaks = mori_shim_ledger_total();
+  long leaks = mori_shim_registry_total();
   int fds = mori_count_fds() - fds0;
-  if (leaks) mori_shim_ledger_report(stderr);
+  if (leaks) mori_shim_registry_report(stderr);
   snprintf(key, sizeof key, "teardown/%d", ctx->rank);
   CHECK(ctx->store->set(ctx->store, key, "1", 1) == 0, "publish: %s", mori_last_error());
   CHECK(leaks == 0 && fds == 0, "after teardown: leaks=%ld fds=%+d", leaks, fds);

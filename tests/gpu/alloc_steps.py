@@ -105,7 +105,7 @@ def main() -> int:
     print(f"{'step':36s} {'median us':>10s} {'min us':>10s}")
     for name, v in times.items():
         print(f"{name:36s} {statistics.median(v):10.1f} {min(v):10.1f}")
-    print(f"alloc_steps ok: leaks={shim.mori_shim_ledger_total()}")
+    print(f"alloc_steps ok: leaks={shim.mori_shim_registry_total()}")
     return 0
 
 

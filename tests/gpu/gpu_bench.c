@@ -1155,8 +1155,8 @@ static int alloc_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   fflush(stdout);
   TRY_HIP(mori_hipStreamDestroy(s));
   TRY(mori_symm_release_all());
-  snprintf(msg, msglen, "ok leaks=%ld", mori_shim_ledger_total());
-  return mori_shim_ledger_total() != 0;
+  snprintf(msg, msglen, "ok leaks=%ld", mori_shim_registry_total());
+  return mori_shim_registry_total() != 0;
 }
 
 /* ---- rendezvous cycles on 2 ranks (MORI_SYMM_DEBUG=INFO prints the steps) ---- */
@@ -1312,8 +1312,8 @@ static int raw_map_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     fflush(stdout);
   }
   TRY(mori_symm_release_all());
-  snprintf(msg, msglen, "ok leaks=%ld", mori_shim_ledger_total());
-  return mori_shim_ledger_total() != 0;
+  snprintf(msg, msglen, "ok leaks=%ld", mori_shim_registry_total());
+  return mori_shim_registry_total() != 0;
 }
 
 /* ---- the sections ---- */

@@ -103,7 +103,7 @@ static int peer(int sock) {
   STEP(mori_hipMemRelease(h));
   close(fd);
 out:
-  if (mori_shim_ledger_report(stdout) != 0) failures++;
+  if (mori_shim_registry_report(stdout) != 0) failures++;
   printf(failures ? "peer FAILED\n" : "peer ok\n");
   return failures ? 1 : 0;
 }
@@ -203,7 +203,7 @@ int main(void) {
 out:
   close(sv[0]); /* a peer still waiting sees end of file and exits */
   if (pid > 0) waitpid(pid, &status, 0);
-  if (mori_shim_ledger_report(stdout) != 0) failures++;
+  if (mori_shim_registry_report(stdout) != 0) failures++;
   printf(failures ? "cuda smoke FAILED (%d)\n" : "cuda smoke ok\n", failures);
   return failures ? 1 : 0;
 }

@@ -49,7 +49,7 @@ static void child_import_and_reply(int sock, size_t size) {
   CHILD_CHECK(mori_hipMemAddressFree(va, size) == hipSuccess);
   CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess);
   CHILD_CHECK(close(fd) == 0);
-  CHILD_CHECK(mori_shim_ledger_total() == 0);
+  CHILD_CHECK(mori_shim_registry_total() == 0);
   _exit(0);
 }
 
@@ -63,7 +63,7 @@ void hipstub_share_posix_window(void) {
   int sv[2], fd = -1;
 
   /* The importer starts before anything exists, as a peer rank would. */
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
   assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -102,5 +102,5 @@ void hipstub_share_posix_window(void) {
   assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_close(fd), 0);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }

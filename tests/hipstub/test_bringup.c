@@ -52,7 +52,7 @@ static void binds_the_runtime_already_in_the_process(void **state) {
   size_t gran = hipstub_granularity(hipMemHandleTypePosixFileDescriptor);
   assert_int_equal(mori_hipMemCreate(&h, gran, &prop, 0), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* MORI_STANDIN_HIP_VERSION is the release the runtime claims. */

@@ -58,7 +58,7 @@ static void child_import_fabric(int from_parent, size_t size) {
   CHILD_CHECK(mori_hipMemUnmap(va, size) == hipSuccess);
   CHILD_CHECK(mori_hipMemAddressFree(va, size) == hipSuccess);
   CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess);
-  CHILD_CHECK(mori_shim_ledger_total() == 0);
+  CHILD_CHECK(mori_shim_registry_total() == 0);
   _exit(0);
 }
 
@@ -75,7 +75,7 @@ static void fabric_handle_needs_an_imex_domain(void **state) {
   if (!imex_domain()) {
     assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipErrorNotSupported);
     assert_string_equal(mori_shim_message(), "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)");
-    assert_int_equal(mori_shim_ledger_total(), 0);
+    assert_int_equal(mori_shim_registry_total(), 0);
     return;
   }
   assert_int_equal(pipe(pipefd), 0);
@@ -100,7 +100,7 @@ static void fabric_handle_needs_an_imex_domain(void **state) {
   assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
   assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* ---- contexts ---- */
@@ -155,7 +155,7 @@ static void each_thread_runs_on_the_primary_context_of_its_own_device(void **sta
   /* The device is per thread, as in HIP: this one is still on 0. */
   assert_int_equal(mori_hipGetDevice(&device), hipSuccess);
   assert_int_equal(device, 0);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 static void set_device_beyond_the_device_count_is_an_invalid_device(void **state) {
@@ -184,7 +184,7 @@ static void driver_errors_map_to_hip_errors_and_keep_the_cuda_name(void **state)
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipErrorInvalidValue);
   assert_string_equal(mori_shim_message(), "cuMemRelease: CUDA_ERROR_INVALID_VALUE (1)");
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 static void hip_values_cuda_cannot_express_are_refused_before_the_driver(void **state) {
@@ -214,7 +214,7 @@ static void hip_values_cuda_cannot_express_are_refused_before_the_driver(void **
                    hipErrorNotSupported);
   assert_contains(mori_shim_message(), "cuStreamWaitValue32: mask 0xff not supported");
   assert_int_equal(mori_hipFree(p), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* Device ordinals travel as they are: one past the last device is the
@@ -236,7 +236,7 @@ static void locations_reach_the_driver_unchanged(void **state) {
   assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
   assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* The backend translates descriptors in parts; the last one here is the
@@ -261,7 +261,7 @@ static void access_for_many_peers_is_granted_whole(void **state) {
   assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
   assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 static void attributes_translate_to_driver_attributes(void **state) {
@@ -323,7 +323,7 @@ static void device_memory_copies_and_memops_run_on_the_driver(void **state) {
   assert_string_equal(mori_shim_message(), "cuStreamBatchMemOp: wait flags 0x7 has no CUDA equivalent");
   assert_int_equal(mori_hipFree(p), hipSuccess);
   assert_int_equal(mori_hipFree(NULL), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 int main(int argc, char **argv) {

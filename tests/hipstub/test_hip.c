@@ -66,7 +66,7 @@ static void import_under_the_other_rocm_abi_fails_loudly(void **state) {
   assert_int_equal(mori_hipMemExportToShareableHandle(&fd, h, hipMemHandleTypePosixFileDescriptor,
                                                       0),
                    hipSuccess);
-  long handles_before = mori_shim_ledger_total();
+  long handles_before = mori_shim_registry_total();
 
   snprintf(version, sizeof version, "%d", claimed_version());
   char other_version[16];
@@ -79,7 +79,7 @@ static void import_under_the_other_rocm_abi_fails_loudly(void **state) {
   assert_string_equal(mori_shim_message(),
                       "hipMemImportFromShareableHandle: hipErrorInvalidValue (1)");
   assert_contains(err, "standin: import ABI mismatch");
-  assert_int_equal(mori_shim_ledger_total(), handles_before);
+  assert_int_equal(mori_shim_registry_total(), handles_before);
 
   /* The same call under the version the backend saw works. */
   e = import_capturing_stderr(fd, &imported, err, sizeof err);
@@ -88,7 +88,7 @@ static void import_under_the_other_rocm_abi_fails_loudly(void **state) {
   assert_int_equal(mori_hipMemRelease(imported), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_close(fd), 0);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* fd 0 by value would be a null osHandle, which ROCm >= 7.1 rejects; by
@@ -120,7 +120,7 @@ static void fd_zero_imports_only_where_it_travels_by_pointer(void **state) {
   }
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_close(fd), 0);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 static void failing_call_returns_the_runtime_error_and_names_the_call(void **state) {
@@ -141,8 +141,8 @@ static void failing_call_returns_the_runtime_error_and_names_the_call(void **sta
   assert_string_equal(mori_shim_message(), "hipSetDevice: hipErrorInvalidDevice (101)");
 
   /* A failed call acquired nothing: the ledger holds what succeeded. */
-  mori_shim_ledger_counts c;
-  mori_shim_ledger(&c);
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
   assert_int_equal(c.handles, 1);
   assert_int_equal(c.reservations, 1);
   assert_int_equal(c.mappings, 0);
@@ -150,7 +150,7 @@ static void failing_call_returns_the_runtime_error_and_names_the_call(void **sta
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipErrorInvalidValue);
   assert_string_equal(mori_shim_message(), "hipMemRelease: hipErrorInvalidValue (1)");
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 static void get_last_error_also_clears_the_runtime_sticky_error(void **state) {
@@ -212,11 +212,11 @@ static void device_allocation_and_memops_pass_through(void **state) {
                    hipSuccess);
   assert_int_equal(mori_hipMemcpy(&word, p, sizeof word, hipMemcpyDeviceToHost), hipSuccess);
   assert_int_equal(word, 5);
-  mori_shim_ledger_counts c;
-  mori_shim_ledger(&c);
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
   assert_int_equal(c.device_allocs, 1);
   assert_int_equal(mori_hipFree(p), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 int main(int argc, char **argv) {

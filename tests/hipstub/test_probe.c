@@ -52,7 +52,7 @@ static void fabric_create_and_export_follow_the_arch_profile(void **state) {
   /* The probe clears the sticky error whatever happened. */
   (void)mori_hipGetLastError();
   assert_int_equal(mori_hipGetLastError(), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* The importer: receives the blob as plain bytes, maps the allocation it
@@ -75,7 +75,7 @@ static void child_import_fabric(int from_parent, size_t size) {
   CHILD_CHECK(mori_hipMemUnmap(va, size) == hipSuccess);
   CHILD_CHECK(mori_hipMemAddressFree(va, size) == hipSuccess);
   CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess);
-  CHILD_CHECK(mori_shim_ledger_total() == 0);
+  CHILD_CHECK(mori_shim_registry_total() == 0);
   _exit(0);
 }
 
@@ -92,7 +92,7 @@ static void fabric_blob_imports_in_another_process_where_export_works(void **sta
   int pipefd[2];
 
   /* The importer starts before anything exists, as a peer rank would. */
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
   assert_int_equal(pipe(pipefd), 0);
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -117,7 +117,7 @@ static void fabric_blob_imports_in_another_process_where_export_works(void **sta
   assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
   assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
-  assert_int_equal(mori_shim_ledger_total(), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
 }
 
 /* Read from hipDeviceProp_tR0600, not from a shifting attribute number. */

@@ -12,11 +12,16 @@ tree)
   rm -rf "$prefix"
   cmake --install "$1" --prefix "$prefix" >/dev/null
   for f in lib/libmori_core.so lib/libmori_hip_shim.so lib/libmori_faultinject.so \
-           include/mori/symm.h include/mori/hip_shim.h include/mori/error.h \
-           include/mori/store.h include/mori/fi.h bin/mori-symm bin/mori-fi \
+           include/mori/symm.h include/mori/shim.h include/mori/api.h include/mori/error.h \
+           include/mori/store.h bin/mori-symm bin/mori-fi \
            lib/pkgconfig/mori-symm.pc lib/cmake/mori_symm/mori_symmConfig.cmake \
            lib/cmake/mori_symm/mori_symmConfigVersion.cmake; do
     [ -e "$prefix/$f" ] || { echo "missing from the install: $f"; exit 1; }
+  done
+  # the internal headers stay in the tree (the seam's HIP types, the wire
+  # format, the fd channel, the protocol checks, fault injection)
+  for f in hip_shim.h error_internal.h wire.h channel.h protocol.h fi.h fi_calls.h fsm.h; do
+    [ ! -e "$prefix/include/mori/$f" ] || { echo "installed but internal: include/mori/$f"; exit 1; }
   done
   echo "installed into $prefix: $(find "$prefix" -type f | wc -l) files"
   ;;

@@ -218,7 +218,7 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (rc != 0 && strcmp(err, "-") == 0) snprintf(err, sizeof err, "%s", mori_last_error());
   if (base) (void)mori_symm_free(base);
   int rel = mori_symm_release_all();
-  long leaks = mori_shim_ledger_total();
+  long leaks = mori_shim_registry_total();
   int fds = mori_count_fds() - fds0;
   snprintf(msg, msglen, "rc=%d rdv=%d ops=%d release=%d fds=%d leaks=%ld bad=%d err=%s", rc, rdv,
            ps.ops, rel, fds, leaks, bad, err);

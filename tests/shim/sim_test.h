@@ -31,6 +31,7 @@ static inline void sim_start(const char *arch, const char *quirks, const char *t
       unsetenv(names[i]);
   }
   unsetenv("MORI_SIM_DEVICES");
+  unsetenv("MORI_SHIM_REGISTRY_REPORT");
   unsetenv("MORI_SHIM_LEDGER_REPORT");
   if (mori_shim_select("sim") != 0) {
     fprintf(stderr, "cannot start the sim: %s\n", mori_shim_message());
@@ -200,8 +201,8 @@ static inline int run_self(char *const env[], char *const args[], char *out, siz
 /* A test's teardown: nothing the test made through the shim is still live. */
 static inline int expect_no_leaks(void **state) {
   (void)state;
-  if (mori_shim_ledger_total() != 0) {
-    mori_shim_ledger_report(stderr);
+  if (mori_shim_registry_total() != 0) {
+    mori_shim_registry_report(stderr);
     fail_msg("the test left shim resources live");
   }
   return 0;

@@ -266,11 +266,11 @@ static void unmap_of_adjacent_whole_mappings_in_one_call_is_allowed(void **state
   hipMemGenericAllocationHandle_t a = create(GRAN, hipMemHandleTypePosixFileDescriptor);
   hipMemGenericAllocationHandle_t b = create(GRAN, hipMemHandleTypePosixFileDescriptor);
   unsigned char *va = reserve(2 * GRAN);
-  mori_shim_ledger_counts c;
+  mori_shim_registry_counts c;
   assert_hip_ok(mori_hipMemMap(va, GRAN, 0, a, 0));
   assert_hip_ok(mori_hipMemMap(va + GRAN, GRAN, 0, b, 0));
   assert_hip_ok(mori_hipMemUnmap(va, 2 * GRAN));
-  mori_shim_ledger(&c);
+  mori_shim_registry(&c);
   assert_int_equal(c.mappings, 0);
   assert_hip_ok(mori_hipMemAddressFree(va, 2 * GRAN));
   assert_hip_ok(mori_hipMemRelease(a));

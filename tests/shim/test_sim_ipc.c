@@ -76,7 +76,7 @@ static int importer(const char *how, int chan, int with_handshake) {
   CHILD_CHECK(mori_hipMemUnmap(va, WINDOW) == hipSuccess, "unmap");
   CHILD_CHECK(mori_hipMemAddressFree(va, WINDOW) == hipSuccess, "address free");
   CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess, "release");
-  CHILD_CHECK(mori_shim_ledger_report(stdout) == 0, "importer leaked");
+  CHILD_CHECK(mori_shim_registry_report(stdout) == 0, "importer leaked");
   return 0;
 }
 
@@ -106,7 +106,7 @@ static void expect_child_success(struct self_child c) {
   char out[4096];
   int rc = self_reap(c, out, sizeof out);
   if (rc != 0) fail_msg("importer exited %d: %s", rc, out);
-  assert_contains(out, "mori shim ledger: 0 leaks");
+  assert_contains(out, "mori shim registry: 0 leaks");
 }
 
 static void posix_fd_shares_memory_with_another_process(void **state) {

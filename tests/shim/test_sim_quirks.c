@@ -16,14 +16,14 @@ static hipMemGenericAllocationHandle_t create(hipMemAllocationHandleType type) {
 }
 
 static long handles_now(void) {
-  mori_shim_ledger_counts c;
-  mori_shim_ledger(&c);
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
   return c.handles;
 }
 
 static long reservations_now(void) {
-  mori_shim_ledger_counts c;
-  mori_shim_ledger(&c);
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
   return c.reservations;
 }
 

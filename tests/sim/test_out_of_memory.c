@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "launch.h"
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 #include "rank_check.h"
 
@@ -63,8 +64,8 @@ static int leftovers(const mori_rank_ctx *ctx, int fds0, char *msg, size_t msgle
   mori_symm_stats_get(&st);
   CHECK(st.blocks == 0 && st.windows == 0 && st.deferred == 0,
         "blocks %ld windows %ld deferred %ld left", st.blocks, st.windows, st.deferred);
-  long leaks = mori_shim_ledger_total();
-  if (leaks != 0) mori_shim_ledger_report(stderr);
+  long leaks = mori_shim_registry_total();
+  if (leaks != 0) mori_shim_registry_report(stderr);
   CHECK(leaks == 0, "%ld shim ledger entries leaked", leaks);
   CHECK(mori_count_fds() == fds0, "fds %+d", mori_count_fds() - fds0);
   return 0;

@@ -303,8 +303,8 @@ static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 static void two_groups_on_one_block(void **s) { (void)s; run_expect(4, two_groups_rank, NULL, -1); }
 
 static long exported_fds(void) {
-  mori_shim_ledger_counts c;
-  mori_shim_ledger(&c);
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
   return c.exported_fds;
 }
 
@@ -573,7 +573,7 @@ static int free_with_reference_rank(const mori_rank_ctx *ctx, char *msg, size_t 
     mori_symm_stats_get(&st);
     CHECK(st.blocks == 0 && st.deferred == 1 && st.windows == 1,
           "after free: blocks %ld deferred %ld windows %ld", st.blocks, st.deferred, st.windows);
-    CHECK(mori_shim_ledger_total() > 0, "the teardown ran under a live reference");
+    CHECK(mori_shim_registry_total() > 0, "the teardown ran under a live reference");
     CHECK(mori_symm_lookup(base, NULL, NULL) == MORI_ENOTFOUND, "lookup of a freed block");
     CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &again, NULL) ==
               MORI_ENOTFOUND, "rendezvous of a freed block");
@@ -593,8 +593,8 @@ static int free_with_reference_rank(const mori_rank_ctx *ctx, char *msg, size_t 
     mori_symm_stats_get(&st);
     CHECK(st.deferred == 0 && st.windows == 0, "after release: deferred %ld windows %ld",
           st.deferred, st.windows);
-    CHECK(mori_shim_ledger_total() == 0, "the last release left %ld ledger entries",
-          mori_shim_ledger_total());
+    CHECK(mori_shim_registry_total() == 0, "the last release left %ld ledger entries",
+          mori_shim_registry_total());
     /* closing is a state: every later use is caught */
     CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ESTATE, "barrier after the last release");
     CHECK(strstr(mori_last_error(), "torn down") != NULL, "says: %s", mori_last_error());
@@ -630,8 +630,8 @@ static int release_without_free_rank(const mori_rank_ctx *ctx, char *msg, size_t
             again == w, "the cache lost the window");
   if (check_peer_access(ctx, w, msg, msglen)) return 1;
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  CHECK(mori_shim_ledger_total() == 0, "free without references left %ld ledger entries",
-        mori_shim_ledger_total());
+  CHECK(mori_shim_registry_total() == 0, "free without references left %ld ledger entries",
+        mori_shim_registry_total());
   CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ESTATE, "barrier on a torn-down window");
   return finish(fds0, msg, msglen, "release without free");
 }
@@ -664,8 +664,8 @@ static int release_all_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   CHECK(st.blocks == 0 && st.deferred == 0 && st.windows == 0,
         "after release_all: blocks %ld deferred %ld windows %ld", st.blocks, st.deferred,
         st.windows);
-  CHECK(mori_shim_ledger_total() == 0, "release_all left %ld ledger entries",
-        mori_shim_ledger_total());
+  CHECK(mori_shim_registry_total() == 0, "release_all left %ld ledger entries",
+        mori_shim_registry_total());
   CHECK(mori_window_barrier(b, 0, NULL, 0) == MORI_ESTATE, "barrier after release_all");
   CHECK(mori_window_release(a) == 0, "the holder's release: %s", mori_last_error());
   CHECK(mori_window_release(b) == 0 && mori_window_release(b) == 0, "the holder's releases: %s",

@@ -556,8 +556,8 @@ static void alloc_then_free_waits_for_the_work_queued_on_its_block(void **s) {
   assert_int_equal(mori_hipEventQuery(h.after), hipSuccess);
   assert_int_equal(pthread_join(opener, NULL), 0);
   let_go(&h);
-  mori_shim_ledger_counts c;
-  mori_shim_ledger(&c);
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
   assert_int_equal(c.mappings + c.reservations + c.handles, 0);
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "mori_torch.hpp"
+#include "mori/hip_shim.h"
 #include "standin.hpp"
 
 // Last: cmocka's macros (fail, skip) would break the C++ headers.
@@ -58,7 +59,7 @@ bool raises(const std::function<void()>& call, const char* needle, std::string* 
   return false;
 }
 
-long ledger() { return mori_shim_ledger_total(); }
+long ledger() { return mori_shim_registry_total(); }
 
 mori_symm_stats core_stats() {
   mori_symm_stats s;

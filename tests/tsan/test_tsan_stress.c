@@ -22,6 +22,7 @@
 
 #include "launch.h"
 #include "rank_check.h"
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 
 #define KiB (1u << 10)
@@ -68,9 +69,9 @@ static int run_threads(const mori_rank_ctx *ctx, int n, void *(*fn)(void *), voi
 
 static int finish(const mori_rank_ctx *ctx, int fds0, char *msg, size_t msglen) {
   CHECK(mori_symm_release_all() == 0, "release_all: %s", mori_last_error());
-  long leaks = mori_shim_ledger_total();
+  long leaks = mori_shim_registry_total();
   int fds = mori_count_fds() - fds0;
-  if (leaks != 0) mori_shim_ledger_report(stderr);
+  if (leaks != 0) mori_shim_registry_report(stderr);
   CHECK(leaks == 0 && fds == 0, "leaks=%ld fds=%+d", leaks, fds);
   snprintf(msg, msglen, "ok");
   return 0;
@@ -257,8 +258,8 @@ static int free_during_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
     mori_symm_stats_get(&st);
     CHECK(st.deferred == 0 && st.windows == 0, "deferred %ld windows %ld after the rendezvous",
           st.deferred, st.windows);
-    CHECK(mori_shim_ledger_total() == 0, "the deferred teardown left %ld ledger entries",
-          mori_shim_ledger_total());
+    CHECK(mori_shim_registry_total() == 0, "the deferred teardown left %ld ledger entries",
+          mori_shim_registry_total());
   } else {
     CHECK(mori_symm_free(fd.base) == 0, "free: %s", mori_last_error());
   }
@@ -329,8 +330,8 @@ static int signals_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   CHECK(mori_symm_rendezvous(sf.base, "own", ctx->rank, ctx->world, ctx->store, &sf.w, NULL) == 0,
         "rendezvous: %s", mori_last_error());
   if (run_threads(ctx, 2, signal_own_rank, &sf, msg, msglen)) return 1;
-  CHECK(mori_shim_ledger_total() == 0, "free during signals left %ld ledger entries",
-        mori_shim_ledger_total());
+  CHECK(mori_shim_registry_total() == 0, "free during signals left %ld ledger entries",
+        mori_shim_registry_total());
   CHECK(mori_symm_alloc(64 * KiB, ctx->rank, &sf.base) == 0, "alloc: %s", mori_last_error());
   CHECK(mori_symm_rendezvous(sf.base, "held", ctx->rank, ctx->world, ctx->store, &sf.w, NULL) ==
             0, "rendezvous: %s", mori_last_error());

@@ -16,6 +16,7 @@
 
 #include "mori/error.h"
 #include "mori/protocol.h"
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 
 #define FD_TYPE hipMemHandleTypePosixFileDescriptor

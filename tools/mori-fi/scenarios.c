@@ -296,9 +296,9 @@ static int scenario_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (own.store) own.store->destroy(own.store);
   mori_symm_stats st;
   mori_symm_stats_get(&st);
-  long leaks = mori_shim_ledger_total(), refused = mori_fi_refused();
+  long leaks = mori_shim_registry_total(), refused = mori_fi_refused();
   int fds = mori_count_fds() - mori_fi_own_fds() - fds0 - mori_shim_runtime_fds();
-  if (leaks && getenv("MORI_FI_LEDGER_REPORT")) mori_shim_ledger_report(stderr);
+  if (leaks && getenv("MORI_FI_LEDGER_REPORT")) mori_shim_registry_report(stderr);
   const char *fault = mori_fi_last_fault();
   if (s->twist == FI_TWIST_UNNAMED && fault_hit_map() && o.err[0])
     snprintf(o.err, sizeof o.err, "something failed");

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "launch.h"
-#include "mori/error.h"
+#include "mori/error_internal.h"
 #include "mori/fi.h"
 #include "mori/symm.h"
 

@@ -1,9 +1,10 @@
 /*
  * cycles.c - `mori-symm cycles`: alloc -> rendezvous -> barrier -> free,
- * repeated, in N ranks; reports growth of open fds, of the shim ledger and
+ * repeated, in N ranks; reports growth of open fds, of the shim's resource
+ * registry (printed as ledger_growth, the field's first name) and
  * of device memory in use between the end of a warm-up and the end.
  *
- * fds and the ledger must not grow at all.  Device memory is read
+ * fds and the registry must not grow at all.  Device memory is read
  * device-wide (hipMemGetInfo), where the driver's own lazily made buffers
  * show too (4 MiB once in 1000 cycles on an H200), so it fails only at the
  * size of a leak: half the cycles' blocks or more.
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 
 struct cycles_args {
@@ -55,20 +57,20 @@ static int cycles_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   for (int i = 0; i < warm; i++)
     if (one_cycle(ctx, a, device, msg, msglen)) return 1;
   int fds0 = mori_count_fds();
-  long ledger0 = mori_shim_ledger_total(), mem0 = used_bytes();
+  long registry0 = mori_shim_registry_total(), mem0 = used_bytes();
   double t0 = cli_now_us();
   for (int i = warm; i < a->count; i++)
     if (one_cycle(ctx, a, device, msg, msglen)) return 1;
   double per = (cli_now_us() - t0) / (a->count - warm > 0 ? a->count - warm : 1);
   long mem1 = used_bytes();
   int fd_growth = mori_count_fds() - fds0;
-  long ledger = mori_shim_ledger_total() - ledger0;
+  long registry = mori_shim_registry_total() - registry0;
   long devmem = mem0 >= 0 && mem1 >= 0 ? mem1 - mem0 : 0;
   long leak_floor = (long)(a->size * (size_t)(a->count - warm) / 2);
-  int grew = fd_growth != 0 || ledger != 0 || (mem0 >= 0 && mem1 >= 0 && devmem >= leak_floor &&
+  int grew = fd_growth != 0 || registry != 0 || (mem0 >= 0 && mem1 >= 0 && devmem >= leak_floor &&
                                                 leak_floor > 0);
   snprintf(msg, msglen, "rank %d%s cycle_us=%.0f fd_growth=%d ledger_growth=%ld devmem_growth=%ld%s",
-           ctx->rank, grew ? ": growth:" : " ok", per, fd_growth, ledger, devmem,
+           ctx->rank, grew ? ": growth:" : " ok", per, fd_growth, registry, devmem,
            mem0 < 0 ? " (device memory not reported by this backend)" : "");
   return grew;
 }
@@ -110,6 +112,6 @@ const cli_command cli_cycles_command = {
     .name = "cycles",
     .run = cycles_run,
     .summary = "alloc, rendezvous, barrier, free, repeated in N ranks: no growth of fds, shim "
-               "ledger or device memory",
+               "resource registry or device memory",
     .options = cycles_options,
 };

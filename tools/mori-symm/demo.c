@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 
 struct demo_args {
@@ -108,10 +109,10 @@ static int signals(const mori_rank_ctx *ctx, mori_window *w, struct rank_report 
  * if the teardown left anything in the shim's ledger. */
 static int exit_rank = -1;
 static void check_exit_teardown(void) {
-  long live = mori_shim_ledger_total();
+  long live = mori_shim_registry_total();
   if (live == 0) return;
   fprintf(stderr, "rank %d: the exit teardown left %ld resources live:\n", exit_rank, live);
-  mori_shim_ledger_report(stderr);
+  mori_shim_registry_report(stderr);
   fflush(stderr);
   _exit(3);
 }
@@ -200,12 +201,12 @@ static int demo_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
              "rank %d ok init_us=%.0f alloc_us=%.0f rendezvous_us=%.0f cached_us=%.3f "
              "barrier_us=%.1f a2a_us=%.0f bytes=%zu live=%ld (torn down at exit)",
              ctx->rank, rep.init_us, rep.alloc_us, rep.rendezvous_us, rep.cached_us,
-             rep.barrier_us, rep.a2a_us, rep.bytes_verified, mori_shim_ledger_total());
+             rep.barrier_us, rep.a2a_us, rep.bytes_verified, mori_shim_registry_total());
     return 0;
   }
   TRY(mori_symm_free(base), "free");
   TRY(mori_symm_release_all(), "release_all");
-  rep.leaks = mori_shim_ledger_total();
+  rep.leaks = mori_shim_registry_total();
   rep.fd_delta = mori_count_fds() - fds0;
   snprintf(msg, msglen,
            "rank %d ok init_us=%.0f alloc_us=%.0f rendezvous_us=%.0f cached_us=%.3f barrier_us=%.1f "

@@ -82,7 +82,7 @@ static int probe_run(int argc, char **argv) {
     }
     printf("%-7d %-10s %s\n", d, type == hipMemHandleTypeFabric ? "fabric" : "posix_fd", why);
   }
-  long leaks = mori_shim_ledger_total();
+  long leaks = mori_shim_registry_total();
   if (leaks != 0) {
     fprintf(stderr, "probe FAILED: devices=%d leaks=%ld\n", ndev, leaks);
     return 1;
@@ -145,7 +145,8 @@ static const cli_tool tool = {
         "  MORI_SYMM_DEBUG=WARN|INFO|TRACE    log to stderr\n"
         "  MORI_SYMM_TIMEOUT_MS=MS            rendezvous and signal timeout (default 30000)\n"
         "  MORI_SYMM_TEARDOWN=0               leave windows mapped at exit\n"
-        "  MORI_SHIM_LEDGER_REPORT=1          print the shim's ledger at exit\n"
+        "  MORI_SHIM_REGISTRY_REPORT=1        print the shim's resource registry at exit\n"
+        "                                     (MORI_SHIM_LEDGER_REPORT=1, its first name, too)\n"
         "  MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1   several ranks may share a device\n"
         "mori-fi (beside mori-symm): fault-injection sweeps; mori-fi --help.\n",
 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mori/hip_shim.h"
 #include "mori/symm.h"
 
 /* ---- the device table ---- */

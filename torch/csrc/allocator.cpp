@@ -120,9 +120,9 @@ bool log_info() {
 
 const char* handle_type_name(int handle_type) {
   switch (handle_type) {
-    case hipMemHandleTypeFabric:
+    case MORI_HANDLE_TYPE_FABRIC:
       return "fabric";
-    case hipMemHandleTypePosixFileDescriptor:
+    case MORI_HANDLE_TYPE_POSIX_FD:
       return "posix_fd";
     default:
       return "unknown";

@@ -16,8 +16,8 @@ namespace {
 py::dict stats() {
   mori_symm_stats core;
   mori_symm_stats_get(&core);
-  mori_shim_ledger_counts ledger;
-  mori_shim_ledger(&ledger);
+  mori_shim_registry_counts ledger;  // the keys keep their first names
+  mori_shim_registry(&ledger);
   py::dict d;
   d["blocks"] = core.blocks;
   d["windows"] = core.windows;
@@ -30,7 +30,7 @@ py::dict stats() {
   d["ledger_mappings"] = ledger.mappings;
   d["ledger_exported_fds"] = ledger.exported_fds;
   d["ledger_device_allocs"] = ledger.device_allocs;
-  d["ledger_total"] = mori_shim_ledger_total();
+  d["ledger_total"] = mori_shim_registry_total();
   return d;
 }
 

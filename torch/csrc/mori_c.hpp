@@ -1,13 +1,11 @@
-// mori_c.hpp - mori-symm's C API as the C++ adapter includes it (the C
-// headers are valid C++; their ABI checks use static_assert there).
+// mori_c.hpp - mori-symm's public C API as the C++ adapter includes it:
+// the installed headers only (valid C++, and free of HIP and CUDA names).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <sys/socket.h>
-#include <sys/types.h>
 
-#include "mori/hip_shim.h"
+#include "mori/shim.h"
 #include "mori/store.h"
 #include "mori/symm.h"

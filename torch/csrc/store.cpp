@@ -86,7 +86,7 @@ void note_get(TorchStore* t, const char* key, bool found, double started) {
 }
 
 int store_failed(const char* op, const char* key, const std::exception& e) {
-  return mori__error(MORI_EIO, "c10d::Store::%s(%s) failed: %s", op, key, e.what());
+  return mori_set_error(MORI_EIO, "c10d::Store::%s(%s) failed: %s", op, key, e.what());
 }
 
 int store_set(mori_store* s, const char* key, const void* value, size_t len) {
@@ -141,14 +141,14 @@ int store_get(mori_store* s, const char* key, void** value, size_t* len, int tim
     bool found = await_key(of(s), key, timeout_ms);
     note_get(of(s), key, found, started);
     if (!found)
-      return mori__error(MORI_ETIMEDOUT, "c10d::Store: %s not set within %d ms", key,
+      return mori_set_error(MORI_ETIMEDOUT, "c10d::Store: %s not set within %d ms", key,
                          timeout_ms);
     std::vector<uint8_t> v = of(s)->store->get(key);
     if (v.size() > MORI_STORE_VALUE_MAX)  // no rendezvous entry is larger (store.h)
-      return mori__error(MORI_EPROTO, "c10d::Store::get(%s): %zu bytes, more than any entry (%d)",
+      return mori_set_error(MORI_EPROTO, "c10d::Store::get(%s): %zu bytes, more than any entry (%d)",
                          key, v.size(), MORI_STORE_VALUE_MAX);
     void* copy = std::malloc(v.empty() ? 1 : v.size());
-    if (copy == nullptr) return mori__error(MORI_ENOMEM, "c10d::Store::get(%s): no memory", key);
+    if (copy == nullptr) return mori_set_error(MORI_ENOMEM, "c10d::Store::get(%s): no memory", key);
     if (!v.empty()) std::memcpy(copy, v.data(), v.size());
     *value = copy;
     *len = v.size();

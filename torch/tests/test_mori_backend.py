@@ -360,5 +360,5 @@ def test_teardown_at_exit_leaves_no_leak_and_no_error():
         print(out, err, sep="\n")
         assert p.returncode == 0, f"rank {rank} exited {p.returncode}:\n{err}"
         assert "leaving with 1 window(s) live" in out
-        assert "mori shim ledger: 0 leaks" in err
+        assert "mori shim registry: 0 leaks" in err
         assert "teardown at exit failed" not in err

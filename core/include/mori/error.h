@@ -8,7 +8,7 @@
 #ifndef MORI_ERROR_H
 #define MORI_ERROR_H
 
-#include "mori/hip_shim.h"
+#include "mori/api.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,31 +33,15 @@ enum {
 };
 
 /* "MORI_ETIMEDOUT" and a short description. */
-const char *mori_strerror(int code);
-const char *mori_error_name(int code);
+MORI_API const char *mori_strerror(int code);
+MORI_API const char *mori_error_name(int code);
 /* The thread's last error message ("" if none). */
-const char *mori_last_error(void);
-void mori_clear_error(void);
-
-/* Private: set the message and return code. */
-int mori__error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Private: a failed shim call; the message names the call, the HIP error and
- * the shim's detail.  Returns MORI_EHIP. */
-int mori__hip_error(const char *call, hipError_t err);
-/* Private: a host allocation of the seam (mori_malloc ...) just returned
- * NULL; the message says what for, and the seam's detail names the call
- * ("calloc: Cannot allocate memory").  Returns MORI_ENOMEM. */
-int mori__nomem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Private: prefix the current message with context ("rank 2 window 7: "). */
-void mori__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Private: append to the current message (" (while ...)"). */
-void mori__error_suffix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-#define MORI_GUARD(expr)                                                             \
-  do {                                                                               \
-    int mori__rc = (expr);                                                           \
-    if (mori__rc < 0) return mori__rc;                                               \
-  } while (0)
+MORI_API const char *mori_last_error(void);
+MORI_API void mori_clear_error(void);
+/* Sets the thread's message (printf-style) and returns code: for code
+ * outside the library that fails on its behalf, as a mori_store does (the
+ * torch adapter's c10d::Store), so that mori_last_error() names the cause. */
+MORI_API int mori_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
 }

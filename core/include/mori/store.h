@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mori/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,7 +52,7 @@ struct mori_store {
  * Every later access is relative to the directory opened here, and
  * entries are read only if they are regular files of at most
  * MORI_STORE_VALUE_MAX bytes. */
-int mori_file_store_open(const char *dir, mori_store **out);
+MORI_API int mori_file_store_open(const char *dir, mori_store **out);
 
 /* How long a poller that has waited waited_us for something in a store
  * pauses before it looks again: an eighth of the wait so far, from 20 us
@@ -58,7 +60,7 @@ int mori_file_store_open(const char *dir, mori_store **out);
  * about 0.15 ms), and a long wait costs the store few requests.  The
  * rendezvous's waits on a store without wait_change and the torch
  * adapter's polling of c10d::Store share it. */
-double mori_store_backoff_us(double waited_us);
+MORI_API double mori_store_backoff_us(double waited_us);
 
 #ifdef __cplusplus
 }

@@ -14,37 +14,52 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mori/api.h"
 #include "mori/error.h"
+#include "mori/shim.h"
 #include "mori/store.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* A GPU stream: a hipStream_t on ROCm, a cudaStream_t on CUDA, passed as
+ * it is (both are pointers); NULL is the default stream.  mori-symm's
+ * headers name no HIP or CUDA type, so they compile beside either
+ * runtime's headers. */
+typedef void *mori_stream;
+
+/* How a block is shared with its peers (mori_symm_probe,
+ * mori_window_handle_type): the values of HIP's hipMemAllocationHandleType. */
+enum {
+  MORI_HANDLE_TYPE_POSIX_FD = 0x1, /* an fd, passed over SCM_RIGHTS (one host) */
+  MORI_HANDLE_TYPE_FABRIC = 0x8    /* a 64-byte fabric handle (across hosts) */
+};
+
 /* ---- process-wide settings (before the first allocation) ---- */
 
 /* torch's default signal pad is 9216 bytes; 0 turns the pad off.  The block
- * carries the torch-visible pad and, after it, MORI_WIRE_SIGNAL_SLOTS
- * private slots (MORI_WIRE_SIGNAL_REGIONS pads each) for
- * barrier/put_signal/wait_signal. */
+ * carries the torch-visible pad and, after it, 8 private signal slots (one
+ * per window of the block, 5 pads each) for barrier/put_signal/wait_signal
+ * (docs/architecture.md, Signals). */
 #define MORI_SYMM_DEFAULT_SIGNAL_PAD 9216
-void mori_symm_set_signal_pad_size(size_t bytes);
-size_t mori_symm_signal_pad_size(void);
+MORI_API void mori_symm_set_signal_pad_size(size_t bytes);
+MORI_API size_t mori_symm_signal_pad_size(void);
 /* Rendezvous and signal timeout (ms); default 30000 or MORI_SYMM_TIMEOUT_MS. */
-void mori_symm_set_timeout_ms(int ms);
-int mori_symm_timeout_ms(void);
+MORI_API void mori_symm_set_timeout_ms(int ms);
+MORI_API int mori_symm_timeout_ms(void);
 /* Teardown on by default; MORI_SYMM_TEARDOWN=0 leaves windows mapped at exit. */
-int mori_symm_teardown_enabled(void);
+MORI_API int mori_symm_teardown_enabled(void);
 /* MORI_SYMM_DEBUG's level (0 off, 1 WARN, 2 INFO, 3 TRACE), read once per
  * process; an unknown value is reported on stderr then.  A launcher calls
  * it before forking, so that its ranks inherit the verdict. */
-int mori_symm_log_level(void);
+MORI_API int mori_symm_log_level(void);
 /* Several ranks of a group on one device of one host are refused unless
  * allowed (torch's TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, which the torch
  * adapter passes on): 1 allows, 0 refuses, -1 (the default) defers to
  * MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1, read at every rendezvous. */
-void mori_symm_set_allow_overlapping_devices(int allow);
-int mori_symm_allow_overlapping_devices(void);
+MORI_API void mori_symm_set_allow_overlapping_devices(int allow);
+MORI_API int mori_symm_allow_overlapping_devices(void);
 
 /* ---- allocations ---- */
 
@@ -52,29 +67,29 @@ int mori_symm_allow_overlapping_devices(void);
  * create, reserve, map, grant access, zero.  The pointer is the block base.
  * The memory is zero when the call returns; the zeroing runs on a private
  * stream of the device and waits for nothing else on the device. */
-int mori_symm_alloc(size_t size, int device, void **ptr);
+MORI_API int mori_symm_alloc(size_t size, int device, void **ptr);
 /* The same, but the buffer is zeroed in stream order on `stream` (a
- * hipStream_t / cudaStream_t; NULL: the default stream) and not waited for:
+ * mori_stream; NULL: the default stream) and not waited for:
  * work enqueued later on that stream sees zeros; the call itself does no
  * synchronous device work.  (A stream being captured into a graph gets
  * mori_symm_alloc's zeroing instead, outside the graph.)  The signal pads are zeroed on the device's private stream.  The
  * block's first rendezvous waits for both zeroings (the buffer's: for the
  * work enqueued on `stream` up to this call) before any peer can write or
  * signal into the block. */
-int mori_symm_alloc_on_stream(size_t size, int device, void *stream, void **ptr);
+MORI_API int mori_symm_alloc_on_stream(size_t size, int device, mori_stream stream, void **ptr);
 /* Frees the block whose base is ptr.  Purely local, as torch's free: the
  * block leaves the table at once (lookup, rendezvous and free of it then
  * fail with MORI_ENOTFOUND); its windows and then the block are torn down
  * now if no window of it is referenced (mori_window_retain) or in use by a
  * call on another thread, else by whoever lets go last. */
-int mori_symm_free(void *ptr);
+MORI_API int mori_symm_free(void *ptr);
 /* The buffer size of the block covering ptr (interior pointers allowed)
  * and, optionally, ptr's offset in it. */
-int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset);
+MORI_API int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset);
 
-/* The handle type the probe picks for device: hipMemHandleTypeFabric only if
- * create AND export both succeed; why says which step failed. */
-int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen);
+/* The handle type the probe picks for device (MORI_HANDLE_TYPE_*): fabric
+ * only if create AND export both succeed; why says which step failed. */
+MORI_API int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen);
 
 /* ---- windows ---- */
 
@@ -87,39 +102,39 @@ typedef struct mori_window mori_window;
  * rendezvous cache holds no reference of its own.  release without a
  * matching retain, and any call on a window after it was torn down, fail
  * with MORI_ESTATE (closing is a state, never undefined). */
-int mori_window_retain(mori_window *w);
-int mori_window_release(mori_window *w);
+MORI_API int mori_window_retain(mori_window *w);
+MORI_API int mori_window_release(mori_window *w);
 
 /* Collective over group (rank/world of this process in it; store shared by
  * the group).  ptr may be interior to a block; *offset receives its offset.
  * A repeated call for the same (block, group) is a table lookup. */
-int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
+MORI_API int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                          mori_store *store, mori_window **out, size_t *offset);
 /* For a rank that will not make the group's next rendezvous (its
  * allocation failed, say): takes that rendezvous's place in the group's
  * sequence and tells the group why, so that its peers' rendezvous fail now
  * rather than at their timeout.  Waits only as long as the group's
  * incarnation needs (docs/security.md), at most the rendezvous timeout. */
-int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori_store *store,
+MORI_API int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori_store *store,
                                const char *why);
 
-int mori_window_rank(const mori_window *w);
-int mori_window_world_size(const mori_window *w);
-int mori_window_device(const mori_window *w);
-size_t mori_window_buffer_size(const mori_window *w);
-size_t mori_window_signal_pad_size(const mori_window *w);
-int mori_window_handle_type(const mori_window *w);
-int mori_window_world_within_direct_access(const mori_window *w);
+MORI_API int mori_window_rank(const mori_window *w);
+MORI_API int mori_window_world_size(const mori_window *w);
+MORI_API int mori_window_device(const mori_window *w);
+MORI_API size_t mori_window_buffer_size(const mori_window *w);
+MORI_API size_t mori_window_signal_pad_size(const mori_window *w);
+MORI_API int mori_window_handle_type(const mori_window *w);
+MORI_API int mori_window_world_within_direct_access(const mori_window *w);
 /* Accessors check the window first: on a window that was torn down they
  * return -1, 0 or NULL and mori_last_error() says why. */
 /* Host arrays of world_size peer pointers (peer r's block base, r's pad). */
-void *const *mori_window_buffer_ptrs(const mori_window *w);
-void *const *mori_window_signal_pad_ptrs(const mori_window *w);
+MORI_API void *const *mori_window_buffer_ptrs(const mori_window *w);
+MORI_API void *const *mori_window_signal_pad_ptrs(const mori_window *w);
 /* The same arrays in device memory, for kernels. */
-void *mori_window_buffer_ptrs_dev(const mori_window *w);
-void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
+MORI_API void *mori_window_buffer_ptrs_dev(const mori_window *w);
+MORI_API void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
 /* The span: base and stride (slot r = base + r * stride). */
-void *mori_window_span(const mori_window *w, size_t *stride);
+MORI_API void *mori_window_span(const mori_window *w, size_t *stride);
 
 /* Stream-ordered signals over the window's own slot of the block's private
  * signal area (torch's pad stays zero for torch's kernels; up to 8 windows
@@ -143,12 +158,12 @@ void *mori_window_span(const mori_window *w, size_t *stride);
  * MORI_ETIMEDOUT naming the operation, the channel and the peers that never
  * signalled; every later signal call on the window fails the same way.
  * Waits inside a capture are replayed by the runtime and not watched. */
-int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
+MORI_API int mori_window_put_signal(mori_window *w, int dst_rank, int channel, mori_stream stream,
                            int timeout_ms);
-int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
+MORI_API int mori_window_wait_signal(mori_window *w, int src_rank, int channel, mori_stream stream,
                             int timeout_ms);
-int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms);
-int mori_window_max_channels(const mori_window *w);
+MORI_API int mori_window_barrier(mori_window *w, int channel, mori_stream stream, int timeout_ms);
+MORI_API int mori_window_max_channels(const mori_window *w);
 
 /* Process-wide counts of the memory operations the signal calls enqueued,
  * for tests and the cost model: remote writes (through a peer's mapping),
@@ -160,12 +175,12 @@ typedef struct mori_symm_signal_stats {
   long captured, watched, expired;
   long calls; /* runtime calls that enqueued them (a batch is one) */
 } mori_symm_signal_stats;
-void mori_symm_signal_stats_get(mori_symm_signal_stats *out);
+MORI_API void mori_symm_signal_stats_get(mori_symm_signal_stats *out);
 
-/* Tears down every window and block (teardown order of DESIGN.md), freed
+/* Tears down every window and block (the order of docs/teardown.md), freed
  * or not, referenced or not, after the calls in progress on them return.
  * Called from an atexit hook (registered at the first allocation). */
-int mori_symm_release_all(void);
+MORI_API int mori_symm_release_all(void);
 
 /* Counts for tests: live blocks (in the table), live windows, rendezvous
  * cache hits, rendezvous run, and deferred blocks (freed, their teardown
@@ -173,7 +188,7 @@ int mori_symm_release_all(void);
 typedef struct mori_symm_stats {
   long blocks, windows, cache_hits, rendezvous, deferred;
 } mori_symm_stats;
-void mori_symm_stats_get(mori_symm_stats *out);
+MORI_API void mori_symm_stats_get(mori_symm_stats *out);
 
 #ifdef __cplusplus
 }

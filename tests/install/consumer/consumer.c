@@ -1,10 +1,12 @@
 /*
  * consumer.c - a program built against an installed mori-symm, as a user
- * builds one: the C API through <mori/symm.h> alone.  One allocation on the
- * sim shim, freed, and the shim's ledger back at 0.
+ * builds one: the public headers only (<mori/symm.h>, <mori/shim.h>).  One
+ * allocation on the sim shim, freed, and the shim's resource registry back
+ * at 0.
  */
 #include <stdio.h>
 
+#include <mori/shim.h>
 #include <mori/symm.h>
 
 int main(void) {
@@ -17,8 +19,8 @@ int main(void) {
     fprintf(stderr, "consumer: %s\n", mori_last_error());
     return 1;
   }
-  long live = mori_shim_ledger_total();
-  printf("consumer ok: shim %s, 1 MiB allocated and freed, ledger %ld\n", mori_shim_backend(),
+  long live = mori_shim_registry_total();
+  printf("consumer ok: shim %s, 1 MiB allocated and freed, registry %ld\n", mori_shim_backend(),
          live);
   return live != 0;
 }

@@ -69,8 +69,9 @@ def release_all() -> None:
 
 def stats() -> dict[str, int]:
     """Live blocks and windows, rendezvous counts, cache hits (the adapter's
-    ``cache_hits`` and the core's ``core_cache_hits``) and the shim's ledger
-    of live runtime resources (``ledger_total`` is 0 after release_all)."""
+    ``cache_hits`` and the core's ``core_cache_hits``) and the shim's resource
+    registry of live runtime resources, under the keys' first names
+    (``ledger_total`` is 0 after release_all)."""
     return dict(_C.stats())
 
 

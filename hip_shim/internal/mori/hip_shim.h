@@ -1,5 +1,9 @@
 /*
- * hip_shim.h - the one seam between mori-symm and a GPU runtime.
+ * hip_shim.h - replaces HIP's headers: the HIP-typed seam between mori-symm
+ * and a GPU runtime, for the library, its backends, the fault shim, the
+ * tools and the tests; not installed, and never included beside
+ * <hip/hip_runtime_api.h> (it defines HIP's own names).  Users get the
+ * shim's control API from the public mori/shim.h, which this includes.
  *
  * Types mirror HIP's ABI (ROCm >= 6.2).  Every function is exported from
  * libmori_hip_shim.so as mori_<hipName> (never the bare HIP name, because
@@ -19,6 +23,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <poll.h>
+
+#include "mori/api.h"
+#include "mori/shim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -416,7 +423,7 @@ MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.flags) == 24, "
     (hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown))
 
 #define MORI_SHIM_HIP_DECLARE(name, arity, params, args, registry, shim, spec, errors) \
-  hipError_t mori_##name params;
+  MORI_API hipError_t mori_##name params;
 MORI_SHIM_HIP_CALLS(MORI_SHIM_HIP_DECLARE)
 #undef MORI_SHIM_HIP_DECLARE
 
@@ -460,56 +467,17 @@ MORI_SHIM_HIP_CALLS(MORI_SHIM_HIP_DECLARE)
 /* What a failed row returns: -1 (errno set), or NULL for an allocation. */
 #define MORI_SHIM_OS_FAILURE(ret) ((ret)_Generic((ret)0, void *: 0, char *: 0, default: -1))
 
-#define MORI_SHIM_OS_DECLARE(ret, name, params, args) ret mori_##name params;
+#define MORI_SHIM_OS_DECLARE(ret, name, params, args) MORI_API ret mori_##name params;
 MORI_SHIM_OS_CALLS(MORI_SHIM_OS_DECLARE)
 #undef MORI_SHIM_OS_DECLARE
 
-/* Closes an fd; an exported fd leaves the ledger here. */
-int mori_close(int fd);
+/* Closes an fd; an exported fd leaves the resource registry here. */
+MORI_API int mori_close(int fd);
 
-/* ---- shim control ---- */
+/* ---- shim control (the rest is public: mori/shim.h) ---- */
 
-/* "auto", "sim", "cuda" or "hip".  Must come before the first call; later
- * it succeeds only if it names the backend already active.  Returns 0, or
- * -1 with mori_shim_message() saying why (e.g. backend not built). */
-int mori_shim_select(const char *name);
-/* Name of the active backend, selecting it from MORI_SYMM_SHIM if needed;
- * NULL if it could not be brought up (mori_shim_message() says why). */
-const char *mori_shim_backend(void);
-/* Thread-local detail of the last failed shim call: the backend's own
- * error name and code, e.g. "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)",
- * or the sim contract rule that was violated; for an OS call of the seam,
- * its name and errno ("calloc: Cannot allocate memory (errno 12)"). */
-const char *mori_shim_message(void);
 /* "hipErrorOutOfMemory" etc.; "hipError(<n>)" for values not in the table. */
-const char *mori_hipGetErrorName(hipError_t err);
-
-/* The ledger of live runtime resources made through the shim in this
- * process: physical handles, reservations, mappings, exported fds, device
- * allocations.  Counts are for every backend, so "0 leaks" is checkable on
- * real GPUs too. */
-typedef struct mori_shim_ledger_counts {
-  long handles;      /* created + imported + retained - released */
-  long reservations; /* AddressReserve - AddressFree */
-  long mappings;     /* Map - Unmap (per mapping) */
-  long exported_fds; /* exported fds not yet closed with mori_close */
-  long device_allocs;/* hipMalloc - hipFree */
-} mori_shim_ledger_counts;
-void mori_shim_ledger(mori_shim_ledger_counts *out);
-long mori_shim_ledger_total(void);
-/* Writes "0 leaks" or one line per live resource; returns the count.
- * MORI_SHIM_LEDGER_REPORT=1 prints it to stderr at exit. */
-long mori_shim_ledger_report(FILE *out);
-
-/* fds the active backend holds itself for resources still live (the sim's
- * memfds; 0 where the backend cannot name them): a leak check that counts
- * a process's fds subtracts these, as it counts the live resources in the
- * ledger.  A resource whose release the runtime refused keeps its fd. */
-int mori_shim_runtime_fds(void);
-
-/* The runtime version the active backend reports: HIP's (e.g. 70100000) on
- * hip and sim, the CUDA driver's (e.g. 13000) on cuda. */
-int mori_shim_runtime_version(void);
+MORI_API const char *mori_hipGetErrorName(hipError_t err);
 
 /* ---- sim only: stream capture, for tests of graph replay ----
  *
@@ -519,16 +487,10 @@ int mori_shim_runtime_version(void);
  * at capture, as a CUDA or HIP graph replay does.  On any other backend
  * these return hipErrorNotSupported. */
 typedef struct mori_sim_graph mori_sim_graph;
-hipError_t mori_sim_begin_capture(hipStream_t stream);
-hipError_t mori_sim_end_capture(hipStream_t stream, mori_sim_graph **graph);
-hipError_t mori_sim_graph_launch(const mori_sim_graph *graph, hipStream_t stream);
-void mori_sim_graph_destroy(mori_sim_graph *graph);
-
-/* The sim's profiles (MORI_SIM_ARCH values) and quirks (MORI_SIM_QUIRKS
- * names) by index, from the tables the sim reads them with; NULL past the
- * last.  Whichever backend is active: `mori-symm replay` walks them. */
-const char *mori_sim_profile_name(int i);
-const char *mori_sim_quirk_name(int i);
+MORI_API hipError_t mori_sim_begin_capture(hipStream_t stream);
+MORI_API hipError_t mori_sim_end_capture(hipStream_t stream, mori_sim_graph **graph);
+MORI_API hipError_t mori_sim_graph_launch(const mori_sim_graph *graph, hipStream_t stream);
+MORI_API void mori_sim_graph_destroy(mori_sim_graph *graph);
 
 #ifdef __cplusplus
 }

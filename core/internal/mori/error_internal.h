@@ -1,0 +1,40 @@
+/*
+ * error_internal.h - how the library and its in-tree tools and tests set
+ * the thread's error: the public codes and message (mori/error.h) plus the
+ * helpers that name a failed runtime call, a failed host allocation, and
+ * the context of a message.  Not installed: it speaks HIP's types.
+ */
+#ifndef MORI_ERROR_INTERNAL_H
+#define MORI_ERROR_INTERNAL_H
+
+#include "mori/error.h"
+#include "mori/hip_shim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets the message and returns code. */
+int mori__error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A failed shim call; the message names the call, the HIP error and the
+ * shim's detail.  Returns MORI_EHIP. */
+int mori__hip_error(const char *call, hipError_t err);
+/* A host allocation of the seam (mori_malloc ...) just returned NULL; the
+ * message says what for, and the seam's detail names the call ("calloc:
+ * Cannot allocate memory").  Returns MORI_ENOMEM. */
+int mori__nomem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prefixes the current message with context ("rank 2 window 7: "). */
+void mori__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends to the current message (" (while ...)"). */
+void mori__error_suffix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define MORI_GUARD(expr)                                                             \
+  do {                                                                               \
+    int mori__rc = (expr);                                                           \
+    if (mori__rc < 0) return mori__rc;                                               \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/*
+ * shim.h - the control API of libmori_hip_shim.so, the seam between
+ * mori-symm and a GPU runtime: which backend is up, the detail of the last
+ * failed runtime call, the resource registry (every live runtime resource
+ * made through the seam, for leak checks), the runtime's version and the
+ * sim's names.  It defines no HIP or CUDA name, so it compiles beside
+ * <hip/hip_runtime_api.h> or <cuda.h>; the runtime calls themselves
+ * (mori_hip*) are the library's, its tests' and its tools' business.
+ */
+#ifndef MORI_SHIM_H
+#define MORI_SHIM_H
+
+#include <stdio.h>
+
+#include "mori/api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "auto", "sim", "cuda" or "hip".  Must come before the first call; later
+ * it succeeds only if it names the backend already active.  Returns 0, or
+ * -1 with mori_shim_message() saying why (e.g. backend not built). */
+MORI_API int mori_shim_select(const char *name);
+/* Name of the active backend, selecting it from MORI_SYMM_SHIM if needed;
+ * NULL if it could not be brought up (mori_shim_message() says why). */
+MORI_API const char *mori_shim_backend(void);
+/* Thread-local detail of the last failed shim call: the backend's own
+ * error name and code, e.g. "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)",
+ * or the sim contract rule that was violated; for an OS call of the seam,
+ * its name and errno ("calloc: Cannot allocate memory (errno 12)"). */
+MORI_API const char *mori_shim_message(void);
+
+/* The resource registry: the live runtime resources made through the shim
+ * in this process (physical handles, reservations, mappings, exported fds,
+ * device allocations), for every backend, so "0 leaks" is checkable on
+ * real GPUs too. */
+typedef struct mori_shim_registry_counts {
+  long handles;      /* created + imported + retained - released */
+  long reservations; /* AddressReserve - AddressFree */
+  long mappings;     /* Map - Unmap (per mapping) */
+  long exported_fds; /* exported fds not yet closed with mori_close */
+  long device_allocs;/* hipMalloc - hipFree */
+} mori_shim_registry_counts;
+MORI_API void mori_shim_registry(mori_shim_registry_counts *out);
+MORI_API long mori_shim_registry_total(void);
+/* Writes "mori shim registry: 0 leaks", or the count and one line per live
+ * resource; returns the count.  MORI_SHIM_REGISTRY_REPORT=1 (or its older
+ * name MORI_SHIM_LEDGER_REPORT=1) prints it to stderr at exit. */
+MORI_API long mori_shim_registry_report(FILE *out);
+
+/* fds the active backend holds itself for resources still live (the sim's
+ * memfds; 0 where the backend cannot name them): a leak check that counts
+ * a process's fds subtracts these, as it counts the live resources in the
+ * registry.  A resource whose release the runtime refused keeps its fd. */
+MORI_API int mori_shim_runtime_fds(void);
+
+/* The runtime version the active backend reports: HIP's (e.g. 70100000) on
+ * hip and sim, the CUDA driver's (e.g. 13000) on cuda; 0 if none is up. */
+MORI_API int mori_shim_runtime_version(void);
+
+/* The sim's profiles (MORI_SIM_ARCH values) and quirks (MORI_SIM_QUIRKS
+ * names) by index, from the tables the sim reads them with; NULL past the
+ * last.  Whichever backend is active: `mori-symm replay` walks them. */
+MORI_API const char *mori_sim_profile_name(int i);
+MORI_API const char *mori_sim_quirk_name(int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MORI_SHIM_H */
