@@ -10,7 +10,6 @@
  */
 #include "preload.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -114,18 +113,11 @@ static held *take(rqueue *q, size_t i) {
 }
 
 /* The sender rank the datagram claims, through the core's own decoder
- * when the program has one (it always does under mori-symm), and whether
- * it is a challenge or an answer. */
+ * (its hidden copy in this library: the core exports only its public API),
+ * and whether it is a challenge or an answer. */
 static int sender_of(held *h) {
-  typedef int (*decode_fn)(const uint8_t *, size_t, mori_datagram *);
-  static decode_fn decode;
-  static int looked;
-  if (!looked) {
-    *(void **)&decode = dlsym(RTLD_DEFAULT, "mori_wire_decode_datagram");
-    looked = 1;
-  }
   mori_datagram d;
-  if (decode == NULL || h->len > HELD_BYTES || decode(h->data, h->len, &d) != 0) return -1;
+  if (h->len > HELD_BYTES || mori_wire_decode_datagram(h->data, h->len, &d) != 0) return -1;
   h->proof = d.type != MORI_DATAGRAM_FD;
   return (int)d.sender_rank;
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # >= 4 ranks on real VMM memory, several ranks per GPU (the seed's teardown
 # crash was at >= 4 ranks): the demo at 4 and 8 ranks; cycles at 4 and 8
-# ranks x 300 with teardown on (no growth of fds, shim ledger or device
+# ranks x 300 with teardown on (no growth of fds, the shim's resource registry or device
 # memory); exit with live windows (the exit hook tears down, each rank
-# checks its ledger after it); a shim trace of the 8-rank run, teardown
+# checks the resource registry after it); a shim trace of the 8-rank run, teardown
 # included, replayed against every sim profile and quirk.  Each step prints
 # PASS or FAIL; the last line is the verdict.  About 1 minute on 2 x H200.
 #

@@ -8,6 +8,8 @@
 #ifndef MORI_TRUST_H
 #define MORI_TRUST_H
 
+#include "mori/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,7 +29,7 @@ enum {
  * "launcher"); a refusal names the path and the reason (MORI_EAUTH), a
  * path that is not absolute is MORI_EINVAL.  Use the fd with *at() calls
  * only: the path may name something else a moment later, the fd not. */
-int mori_trusted_dir_open(const char *path, int flags, const char *who, int *fd);
+MORI_API int mori_trusted_dir_open(const char *path, int flags, const char *who, int *fd);
 
 #ifdef __cplusplus
 }
