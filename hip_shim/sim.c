@@ -1,8 +1,9 @@
 /*
  * sim.c - the sim backend's table: profiles and quirks read from the
- * environment at init, the contract rules' wording, and the calls that are
- * not VMM (devices, hipMalloc, copies, stream memory operations).  The VMM
- * emulator itself is sim_vmm.c.
+ * environment at init, the contract rules' wording, and the checks of the
+ * calls that are not VMM (devices, copies, stream memory operations).
+ * Device memory (the VMM emulator, hipMalloc) and the engine that moves
+ * its bytes are sim_vmm.c; streams and events are sim_stream.c.
  */
 #include "sim_internal.h"
 
@@ -11,7 +12,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -275,53 +275,6 @@ static hipError_t sim_runtime_version(int *version) {
   return hipSuccess;
 }
 
-/* ---- hipMalloc: host pages, so that a use after hipFree faults ---- */
-
-static struct device_block {
-  void *ptr;
-  size_t size;
-} *blocks;
-static size_t nblocks, cap_blocks;
-
-static size_t page_round(size_t n) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  return (n + page - 1) / page * page;
-}
-
-static hipError_t malloc_locked(void **ptr, size_t size) {
-  if (ptr == NULL) return mori__sim_contract("hipMalloc", RULE_NULL_ARGUMENT, "ptr");
-  *ptr = NULL;
-  if (size == 0) return hipSuccess; /* as HIP: no memory, a NULL pointer, success */
-  struct device_block *table = mori__sim_grow(blocks, &cap_blocks, nblocks, sizeof blocks[0]);
-  if (table == NULL) {
-    mori__shim_detail("hipMalloc: block table: %s", strerror(errno));
-    return hipErrorOutOfMemory;
-  }
-  blocks = table;
-  void *p = size > SIZE_MAX / 2 ? MAP_FAILED
-                                : mmap(NULL, page_round(size), PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    mori__shim_detail("hipMalloc: mmap of %zu bytes: %s", size, strerror(errno));
-    return hipErrorOutOfMemory;
-  }
-  blocks[nblocks++] = (struct device_block){p, size};
-  *ptr = p;
-  return hipSuccess;
-}
-
-static hipError_t free_locked(void *ptr) {
-  if (ptr == NULL) return hipSuccess;
-  for (size_t i = 0; i < nblocks; i++) {
-    if (blocks[i].ptr != ptr) continue;
-    munmap(ptr, page_round(blocks[i].size));
-    blocks[i] = blocks[--nblocks];
-    return hipSuccess;
-  }
-  return mori__sim_contract("hipFree", RULE_HIPFREE_UNKNOWN, "%p%s", ptr,
-                            mori__sim_in_reservation(ptr, 1) ? " is VMM address space" : "");
-}
-
 /* ---- copies ---- */
 
 static hipError_t memcpy_locked(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
@@ -349,31 +302,17 @@ static hipError_t memset_locked(void *dst, size_t size) {
   return mori__sim_check_access(call, dst, size, 1);
 }
 
-/* Zeroing whole pages of a shared memfd mapping punches a hole instead of
- * writing: the pages read back as zeros and stop using memory.  Most of a
- * fault sweep's time was the zeroing of fresh 2 MiB blocks page by page. */
-void mori__sim_fill(void *dst, int value, size_t size) {
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t lo = ((uintptr_t)dst + page - 1) & ~(page - 1);
-  uintptr_t hi = ((uintptr_t)dst + size) & ~(page - 1);
-  if (value != 0 || hi <= lo || madvise((void *)lo, hi - lo, MADV_REMOVE) != 0) {
-    memset(dst, value, size); /* private memory (hipMalloc) or a partial page */
-    return;
-  }
-  memset(dst, 0, lo - (uintptr_t)dst);
-  memset((void *)hi, 0, (uintptr_t)dst + size - hi);
-}
-
 /* The checks hold the lock; the copy itself does not, as a DMA engine
- * would not stop other calls.  A synchronous copy or fill first waits for
- * the blocking streams' work, as the legacy default stream orders it. */
+ * would not stop other calls (the engine, sim_vmm.c, moves the bytes).  A
+ * synchronous copy or fill first waits for the blocking streams' work, as
+ * the legacy default stream orders it. */
 static hipError_t sim_memcpy(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = memcpy_locked(dst, src, size, kind);
   pthread_mutex_unlock(&mori__sim_lock);
   if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemcpy");
-  if (e == hipSuccess && size) memmove(dst, src, size);
-  return e;
+  struct mori__sim_op op = {.kind = MORI__SIM_OP_COPY, .dst = dst, .src = src, .size = size};
+  return e != hipSuccess || size == 0 ? e : mori__sim_run("hipMemcpy", &op);
 }
 
 static hipError_t sim_memset(void *dst, int value, size_t size) {
@@ -381,8 +320,9 @@ static hipError_t sim_memset(void *dst, int value, size_t size) {
   hipError_t e = memset_locked(dst, size);
   pthread_mutex_unlock(&mori__sim_lock);
   if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemset");
-  if (e == hipSuccess && size) mori__sim_fill(dst, value, size);
-  return e;
+  struct mori__sim_op op = {
+      .kind = MORI__SIM_OP_FILL, .dst = dst, .value = (uint32_t)value, .size = size};
+  return e != hipSuccess || size == 0 ? e : mori__sim_run("hipMemset", &op);
 }
 
 static hipError_t sim_memcpy_async(void *dst, const void *src, size_t size, hipMemcpyKind kind,
@@ -403,12 +343,7 @@ static hipError_t sim_memset_async(void *dst, int value, size_t size, hipStream_
   return e != hipSuccess || size == 0 ? e : mori__sim_enqueue("hipMemsetAsync", stream, &op);
 }
 
-static hipError_t sim_malloc(void **ptr, size_t size) {
-  pthread_mutex_lock(&mori__sim_lock);
-  hipError_t e = malloc_locked(ptr, size);
-  pthread_mutex_unlock(&mori__sim_lock);
-  return e;
-}
+static hipError_t sim_malloc(void **ptr, size_t size) { return mori__sim_malloc(ptr, size); }
 
 /* A device of MORI_SIM_DEVICE_BYTES (default 64 GiB) whose use is every
  * live physical allocation and hipMalloc block of this process, so growth
@@ -420,19 +355,13 @@ static hipError_t sim_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
   size_t total = env ? (size_t)strtoull(env, NULL, 0) : (size_t)64 << 30;
   pthread_mutex_lock(&mori__sim_lock);
   size_t used = mori__sim_live_bytes();
-  for (size_t i = 0; i < nblocks; i++) used += blocks[i].size;
   pthread_mutex_unlock(&mori__sim_lock);
   *total_bytes = total;
   *free_bytes = used < total ? total - used : 0;
   return hipSuccess;
 }
 
-static hipError_t sim_free(void *ptr) {
-  pthread_mutex_lock(&mori__sim_lock);
-  hipError_t e = free_locked(ptr);
-  pthread_mutex_unlock(&mori__sim_lock);
-  return e;
-}
+static hipError_t sim_free(void *ptr) { return mori__sim_free(ptr); }
 
 /* ---- stream memory operations: checked here, run by sim_stream.c ---- */
 

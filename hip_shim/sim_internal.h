@@ -48,7 +48,8 @@ struct mori__sim_config {
 
 extern struct mori__sim_config mori__sim_config MORI__SIM_HIDDEN;
 /* Every table of the sim (handles, reservations, mappings, hipMalloc blocks)
- * sits under this one lock; stream waits spin outside it. */
+ * sits under this one lock; the engine looks up its views under it and
+ * moves bytes and spins on waits outside it. */
 extern pthread_mutex_t mori__sim_lock MORI__SIM_HIDDEN;
 
 static inline int mori__sim_quirk(enum mori__sim_quirk q) {
@@ -104,7 +105,7 @@ hipError_t mori__sim_contract(const char *call, enum mori__sim_rule rule, const 
  * with errno set; *cap changes only on success. */
 void *mori__sim_grow(void *array, size_t *cap, size_t len, size_t elem) MORI__SIM_HIDDEN;
 
-/* ---- the VMM emulator (sim_vmm.c) ---- */
+/* ---- device memory: the VMM emulator and hipMalloc (sim_vmm.c) ---- */
 
 hipError_t mori__sim_granularity(size_t *gran, const hipMemAllocationProp *prop,
                                  hipMemAllocationGranularity_flags option) MORI__SIM_HIDDEN;
@@ -128,10 +129,14 @@ hipError_t mori__sim_export(void *shareable, hipMemGenericAllocationHandle_t han
                             unsigned long long flags) MORI__SIM_HIDDEN;
 hipError_t mori__sim_import(hipMemGenericAllocationHandle_t *handle, void *osHandle,
                             hipMemAllocationHandleType type) MORI__SIM_HIDDEN;
+/* A block's device address is PROT_NONE to the host, as every device
+ * address of the sim is; only the engine reaches its bytes. */
+hipError_t mori__sim_malloc(void **ptr, size_t size) MORI__SIM_HIDDEN;
+hipError_t mori__sim_free(void *ptr) MORI__SIM_HIDDEN;
 
 /* Checks that the bytes [p, p + n) a copy or memop touches are usable: bytes
- * outside every reservation are taken as host or hipMalloc memory; bytes
- * inside one must be mapped with read (or read-write) access.  Called with
+ * inside a reservation must be mapped with read (or read-write) access;
+ * hipMalloc blocks and host memory are usable as they are.  Called with
  * mori__sim_lock held. */
 hipError_t mori__sim_check_access(const char *call, const void *p, size_t n,
                                   int need_write) MORI__SIM_HIDDEN;
@@ -140,9 +145,23 @@ hipError_t mori__sim_check_access(const char *call, const void *p, size_t n,
 int mori__sim_touches_fabric(const void *p, size_t n) MORI__SIM_HIDDEN;
 /* Whether [p, p + n) overlaps a reservation (hipFree must refuse those). */
 int mori__sim_in_reservation(const void *p, size_t n) MORI__SIM_HIDDEN;
-/* Sets [dst, dst + size) to value (whole pages of shared memory by punching
- * a hole).  No checks: the caller has made them. */
-void mori__sim_fill(void *dst, int value, size_t size) MORI__SIM_HIDDEN;
+
+/* The engine: what a copy, a fill or a stream memory operation does to
+ * memory, once its checks passed.  Device addresses are PROT_NONE to the
+ * host; the engine translates each one (a binary search of the sorted
+ * tables, under mori__sim_lock) to the private alias of the same memory and
+ * moves the bytes there, outside the lock.  Memory unmapped or access taken
+ * away after the checks fails with hipErrorIllegalAddress, the detail in
+ * why.  Never a host dereference of a device address: anything else that
+ * must touch device memory comes here. */
+hipError_t mori__sim_copy(const char *call, void *dst, const void *src, size_t size, char *why,
+                          size_t whylen) MORI__SIM_HIDDEN;
+/* Whole pages of shared memory are zeroed by punching a hole. */
+hipError_t mori__sim_fill(const char *call, void *dst, int value, size_t size, char *why,
+                          size_t whylen) MORI__SIM_HIDDEN;
+/* The engine's address of the 4-aligned word at p, for stores and waits. */
+hipError_t mori__sim_word(const char *call, void *p, int need_write, uint32_t **word, char *why,
+                          size_t whylen) MORI__SIM_HIDDEN;
 
 /* ---- streams and events (sim_stream.c) ---- */
 
@@ -161,6 +180,8 @@ struct mori__sim_op {
  * the graph while the stream captures. */
 hipError_t mori__sim_enqueue(const char *call, hipStream_t stream,
                              const struct mori__sim_op *op) MORI__SIM_HIDDEN;
+/* Runs op now on the caller's thread (a synchronous copy or fill). */
+hipError_t mori__sim_run(const char *call, const struct mori__sim_op *op) MORI__SIM_HIDDEN;
 /* What a synchronous copy or fill on the legacy default stream waits for in
  * async mode: every blocking stream's earlier work. */
 hipError_t mori__sim_legacy_sync(const char *call) MORI__SIM_HIDDEN;
@@ -181,8 +202,8 @@ hipError_t mori__sim_event_destroy(hipEvent_t event) MORI__SIM_HIDDEN;
 /* Drops the streams' workers in a forked child (they did not survive). */
 void mori__sim_streams_atfork_child(void) MORI__SIM_HIDDEN;
 
-/* Bytes of physical memory still alive (held by a handle or a mapping);
- * caller holds mori__sim_lock. */
+/* Bytes of device memory still alive (physical allocations held by a
+ * handle or a mapping, hipMalloc blocks); caller holds mori__sim_lock. */
 size_t mori__sim_live_bytes(void) MORI__SIM_HIDDEN;
 /* The memfds of live allocations (takes mori__sim_lock). */
 int mori__sim_own_fds(void) MORI__SIM_HIDDEN;

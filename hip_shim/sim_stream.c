@@ -68,28 +68,40 @@ static int spin_until(const uint32_t *p, uint32_t value, unsigned flags, uint32_
   }
 }
 
-/* Runs one operation whose checks passed.  A failure's detail goes to why,
- * since a worker has no caller to tell. */
-static hipError_t run_op(const struct mori__sim_op *op, char *why, size_t whylen) {
-  uint32_t last;
+/* The call that enqueued each kind of operation, for the messages of its
+ * failures when a stream runs it. */
+static const char *const op_calls[] = {
+    [MORI__SIM_OP_WRITE] = "hipStreamWriteValue32",
+    [MORI__SIM_OP_WAIT] = "hipStreamWaitValue32",
+    [MORI__SIM_OP_FILL] = "hipMemsetAsync",
+    [MORI__SIM_OP_COPY] = "hipMemcpyAsync",
+};
+
+/* Runs one operation whose checks passed, through the engine (sim_vmm.c):
+ * the device addresses in op are never dereferenced here.  A failure's
+ * detail goes to why, since a worker has no caller to tell. */
+static hipError_t run_op(const char *call, const struct mori__sim_op *op, char *why,
+                         size_t whylen) {
+  uint32_t last, *word = NULL;
+  hipError_t e;
   switch (op->kind) {
   case MORI__SIM_OP_WRITE:
-    __atomic_store_n((uint32_t *)op->dst, op->value, __ATOMIC_RELEASE);
-    return hipSuccess;
+    if ((e = mori__sim_word(call, op->dst, 1, &word, why, whylen)) == hipSuccess)
+      __atomic_store_n(word, op->value, __ATOMIC_RELEASE);
+    return e;
   case MORI__SIM_OP_WAIT:
-    if (spin_until(op->dst, op->value, op->flags, op->mask, &last) == 0) return hipSuccess;
+    if ((e = mori__sim_word(call, op->dst, 0, &word, why, whylen)) != hipSuccess) return e;
+    if (spin_until(word, op->value, op->flags, op->mask, &last) == 0) return hipSuccess;
     snprintf(why, whylen,
-             "hipStreamWaitValue32: hipErrorLaunchTimeOut: (*%p & 0x%x) %s 0x%x still false "
-             "after %ld ms (last value 0x%x; MORI_SIM_WAIT_TIMEOUT_MS)",
-             op->dst, op->mask, wait_ops[op->flags].op, op->value,
+             "%s: hipErrorLaunchTimeOut: (*%p & 0x%x) %s 0x%x still false after %ld ms (last "
+             "value 0x%x; MORI_SIM_WAIT_TIMEOUT_MS)",
+             call, op->dst, op->mask, wait_ops[op->flags].op, op->value,
              mori__sim_config.wait_timeout_ms, last);
     return hipErrorLaunchTimeOut;
   case MORI__SIM_OP_FILL:
-    mori__sim_fill(op->dst, (int)op->value, op->size);
-    return hipSuccess;
+    return mori__sim_fill(call, op->dst, (int)op->value, op->size, why, whylen);
   case MORI__SIM_OP_COPY:
-    memmove(op->dst, op->src, op->size);
-    return hipSuccess;
+    return mori__sim_copy(call, op->dst, op->src, op->size, why, whylen);
   }
   return hipErrorUnknown;
 }
@@ -216,7 +228,8 @@ static void *worker_main(void *arg) {
     int skip = s->sticky != hipSuccess;
     s->busy = 1;
     pthread_mutex_unlock(&lock);
-    hipError_t e = it.event || skip ? hipSuccess : run_op(&it.op, why, sizeof why);
+    hipError_t e =
+        it.event || skip ? hipSuccess : run_op(op_calls[it.op.kind], &it.op, why, sizeof why);
     pthread_mutex_lock(&lock);
     if (e != hipSuccess && s->sticky == hipSuccess) {
       s->sticky = e;
@@ -288,10 +301,9 @@ static hipError_t graph_append(const char *call, mori_sim_graph *g, const struct
   return hipSuccess;
 }
 
-/* Runs op now on the caller's thread (sync mode). */
-static hipError_t run_here(const struct mori__sim_op *op) {
+hipError_t mori__sim_run(const char *call, const struct mori__sim_op *op) {
   char why[320];
-  hipError_t e = run_op(op, why, sizeof why);
+  hipError_t e = run_op(call, op, why, sizeof why);
   if (e != hipSuccess) mori__shim_detail("%s", why);
   return e;
 }
@@ -310,7 +322,7 @@ hipError_t mori__sim_enqueue(const char *call, hipStream_t stream, const struct 
     s = NULL;
   }
   pthread_mutex_unlock(&lock);
-  return s != NULL ? run_here(op) : e;
+  return s != NULL ? mori__sim_run(op_calls[op->kind], op) : e;
 }
 
 /* Waits, lock held, until every stream that `pick` selects is drained. */

@@ -1,8 +1,13 @@
 /*
- * sim_vmm.c - the sim's VMM emulator.  A physical allocation is a memfd, a
+ * sim_vmm.c - the sim's device memory.  A physical allocation is a memfd, a
  * reservation is PROT_NONE address space, a mapping is the memfd mapped
- * MAP_SHARED over it: processes share memory the way GPUs share VMM
- * allocations, and memory the contract says is untouchable really faults.
+ * MAP_SHARED over it, and stays PROT_NONE: as on a GPU, the host cannot
+ * touch device memory.  The sim's engine (copies, fills, stream memory
+ * operations) reaches it through a private alias, a second mapping of the
+ * same memfd at an address only these tables know, after checking the
+ * access hipMemSetAccess granted.  hipMalloc blocks are host pages behind a
+ * PROT_NONE address the same way.  Processes share memory the way GPUs
+ * share VMM allocations.
  */
 #include "sim_internal.h"
 
@@ -48,17 +53,33 @@ struct sim_alloc {
   struct sim_exported_fd imported_from;
 };
 
-struct sim_reservation {
+/* Each table of address ranges (reservations, mappings, hipMalloc blocks)
+ * starts its rows with one of these, is sorted by base and holds disjoint
+ * ranges, so that a lookup is a binary search: the engine translates the
+ * addresses of every copy and stream memory operation. */
+struct sim_range {
   uintptr_t base;
   size_t size;
+};
+
+struct sim_reservation {
+  struct sim_range at;
   int unfreeable; /* quirk unmap-multi struck it */
 };
 
 struct sim_mapping {
-  uintptr_t va;
-  size_t size;
+  struct sim_range at; /* the device address: PROT_NONE to the host */
   struct sim_alloc *alloc;
   unsigned char *access; /* hipMemAccessFlags per granule: set-access may cover part */
+  unsigned char *alias;  /* the engine's read-write view of the same memory */
+};
+
+/* A hipMalloc block: its device address is PROT_NONE address space, its
+ * bytes are private host pages at alias. */
+struct sim_block {
+  struct sim_range at; /* page-rounded */
+  unsigned char *alias;
+  size_t bytes; /* what hipMalloc was asked for */
 };
 
 #define DEAD_KEPT 1024 /* dead allocations remembered for double-release reports */
@@ -69,6 +90,8 @@ static struct sim_reservation *reservations;
 static size_t nreservations, cap_reservations;
 static struct sim_mapping *mappings;
 static size_t nmappings, cap_mappings;
+static struct sim_block *blocks;
+static size_t nblocks, cap_blocks;
 
 void *mori__sim_grow(void *array, size_t *cap, size_t len, size_t elem) {
   if (len < *cap) return array;
@@ -104,6 +127,7 @@ size_t mori__sim_live_bytes(void) {
   size_t n = 0;
   for (size_t i = 0; i < nallocs; i++)
     if (allocs[i]->memfd >= 0) n += allocs[i]->size;
+  for (size_t i = 0; i < nblocks; i++) n += blocks[i].bytes;
   return n;
 }
 
@@ -154,30 +178,71 @@ static hipError_t live_handle(const char *call, const void *handle, struct sim_a
   return hipSuccess;
 }
 
-static struct sim_reservation *reservation_holding(uintptr_t lo, uintptr_t hi) {
-  for (size_t i = 0; i < nreservations; i++) {
-    struct sim_reservation *r = &reservations[i];
-    if (lo >= r->base && hi <= r->base + r->size && lo < hi) return r;
+/* ---- sorted range tables ---- */
+
+#define RANGE(table, i, elem) ((const struct sim_range *)((const char *)(table) + (i) * (elem)))
+
+/* The index of the first of the n ranges of table that ends after addr
+ * (n if none does). */
+static size_t range_index(const void *table, size_t n, size_t elem, uintptr_t addr) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const struct sim_range *r = RANGE(table, mid, elem);
+    if (r->base + r->size <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  return NULL;
+  return lo;
+}
+
+/* The index of the range holding addr, or n. */
+static size_t range_holding(const void *table, size_t n, size_t elem, uintptr_t addr) {
+  size_t i = range_index(table, n, elem, addr);
+  return i < n && RANGE(table, i, elem)->base <= addr ? i : n;
+}
+
+/* Puts row (which starts with its sim_range) in order; the caller made
+ * room with mori__sim_grow. */
+static void range_insert(void *table, size_t *n, size_t elem, const void *row) {
+  size_t i = range_index(table, *n, elem, ((const struct sim_range *)row)->base);
+  char *at = (char *)table + i * elem;
+  memmove(at + elem, at, (*n - i) * elem);
+  memcpy(at, row, elem);
+  (*n)++;
+}
+
+static void range_remove(void *table, size_t *n, size_t elem, size_t i) {
+  char *at = (char *)table + i * elem;
+  memmove(at, at + elem, (*n - i - 1) * elem);
+  (*n)--;
+}
+
+#define INDEX(t, n, addr) range_index((t), (n), sizeof *(t), (addr))
+#define HOLDING(t, n, addr) range_holding((t), (n), sizeof *(t), (addr))
+
+static struct sim_reservation *reservation_holding(uintptr_t lo, uintptr_t hi) {
+  size_t i = HOLDING(reservations, nreservations, lo);
+  if (i == nreservations || lo >= hi) return NULL;
+  struct sim_reservation *r = &reservations[i];
+  return hi <= r->at.base + r->at.size ? r : NULL;
 }
 
 static struct sim_mapping *mapping_at(uintptr_t addr) {
-  for (size_t i = 0; i < nmappings; i++)
-    if (addr >= mappings[i].va && addr < mappings[i].va + mappings[i].size) return &mappings[i];
-  return NULL;
+  size_t i = HOLDING(mappings, nmappings, addr);
+  return i < nmappings ? &mappings[i] : NULL;
 }
 
 static struct sim_mapping *mapping_overlapping(uintptr_t lo, uintptr_t hi) {
-  for (size_t i = 0; i < nmappings; i++)
-    if (lo < mappings[i].va + mappings[i].size && mappings[i].va < hi) return &mappings[i];
-  return NULL;
+  size_t i = INDEX(mappings, nmappings, lo);
+  return i < nmappings && mappings[i].at.base < hi ? &mappings[i] : NULL;
 }
 
 static size_t mappings_inside(uintptr_t lo, uintptr_t hi) {
   size_t n = 0;
-  for (size_t i = 0; i < nmappings; i++)
-    if (mappings[i].va >= lo && mappings[i].va < hi) n++;
+  for (size_t i = INDEX(mappings, nmappings, lo); i < nmappings && mappings[i].at.base < hi; i++)
+    n += mappings[i].at.base >= lo;
   return n;
 }
 
@@ -389,20 +454,21 @@ static hipError_t reserve_locked(void **ptr, size_t size, size_t alignment, void
   reservations = table;
   void *p = map_aligned(size, alignment > GRAN ? alignment : GRAN, addr);
   if (p == MAP_FAILED) return out_of_memory(call, "mmap");
-  reservations[nreservations++] = (struct sim_reservation){(uintptr_t)p, size, 0};
+  struct sim_reservation row = {{(uintptr_t)p, size}, 0};
+  range_insert(reservations, &nreservations, sizeof row, &row);
   *ptr = p;
   return hipSuccess;
 }
 
 static hipError_t address_free_locked(void *ptr, size_t size) {
   static const char call[] = "hipMemAddressFree";
-  size_t i = 0;
-  while (i < nreservations && reservations[i].base != (uintptr_t)ptr) i++;
-  if (i == nreservations) return mori__sim_contract(call, RULE_FREE_UNKNOWN, "%p", ptr);
+  size_t i = HOLDING(reservations, nreservations, (uintptr_t)ptr);
+  if (i == nreservations || reservations[i].at.base != (uintptr_t)ptr)
+    return mori__sim_contract(call, RULE_FREE_UNKNOWN, "%p", ptr);
   struct sim_reservation *r = &reservations[i];
-  if (size != r->size)
-    return mori__sim_contract(call, RULE_FREE_SIZE, "reserved %zu, got %zu", r->size, size);
-  size_t live = mappings_inside(r->base, r->base + r->size);
+  if (size != r->at.size)
+    return mori__sim_contract(call, RULE_FREE_SIZE, "reserved %zu, got %zu", r->at.size, size);
+  size_t live = mappings_inside(r->at.base, r->at.base + r->at.size);
   if (live) return mori__sim_contract(call, RULE_FREE_LIVE_MAPPINGS, "%zu at %p", live, ptr);
   if (r->unfreeable) {
     mori__shim_detail("%s: quirk unmap-multi: an earlier hipMemUnmap over several mappings "
@@ -411,7 +477,7 @@ static hipError_t address_free_locked(void *ptr, size_t size) {
     return hipErrorInvalidValue;
   }
   munmap(ptr, size);
-  reservations[i] = reservations[--nreservations];
+  range_remove(reservations, &nreservations, sizeof reservations[0], i);
   return hipSuccess;
 }
 
@@ -435,7 +501,7 @@ static hipError_t map_locked(void *ptr, size_t size, size_t offset,
   const struct sim_mapping *old = mapping_overlapping(lo, hi);
   if (old != NULL)
     return mori__sim_contract(call, RULE_MAP_OVERLAP, "[%p, +%zu) meets the mapping at %p", ptr,
-                              size, (void *)old->va);
+                              size, (void *)old->at.base);
   unsigned char *access = calloc(size / GRAN, 1);
   struct sim_mapping *table =
       mori__sim_grow(mappings, &cap_mappings, nmappings, sizeof mappings[0]);
@@ -444,13 +510,19 @@ static hipError_t map_locked(void *ptr, size_t size, size_t offset,
     free(access);
     return out_of_memory(call, "mapping table");
   }
-  /* Mapped PROT_NONE: until hipMemSetAccess the memory must not be touched. */
-  if (mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->memfd, 0) == MAP_FAILED) {
+  /* The device address stays PROT_NONE: the host never touches device
+   * memory; the engine goes through the alias, and only where
+   * hipMemSetAccess granted access. */
+  void *alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->memfd, 0);
+  if (alias == MAP_FAILED ||
+      mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->memfd, 0) == MAP_FAILED) {
     mori__shim_detail("%s: mmap of the allocation at %p: %s", call, ptr, strerror(errno));
+    if (alias != MAP_FAILED) munmap(alias, size);
     free(access);
     return hipErrorMapFailed;
   }
-  mappings[nmappings++] = (struct sim_mapping){lo, size, a, access};
+  struct sim_mapping row = {{lo, size}, a, access, alias};
+  range_insert(mappings, &nmappings, sizeof row, &row);
   a->map_refs++;
   return hipSuccess;
 }
@@ -462,19 +534,20 @@ static hipError_t whole_mappings(const char *call, uintptr_t lo, uintptr_t hi, s
   for (uintptr_t at = lo; at < hi; (*count)++) {
     const struct sim_mapping *m = mapping_at(at);
     if (m == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", (void *)at);
-    if (m->va < lo || m->va + m->size > hi)
+    if (m->at.base < lo || m->at.base + m->at.size > hi)
       return mori__sim_contract(call, RULE_UNMAP_WHOLE_MAPPINGS,
                                 "[%p, +%zu) cuts the mapping [%p, +%zu)", (void *)lo,
-                                (size_t)(hi - lo), (void *)m->va, m->size);
-    at = m->va + m->size;
+                                (size_t)(hi - lo), (void *)m->at.base, m->at.size);
+    at = m->at.base + m->at.size;
   }
   return hipSuccess;
 }
 
 static void drop_mapping(struct sim_mapping *m) {
   struct sim_alloc *a = m->alloc;
+  munmap(m->alias, m->at.size);
   free(m->access);
-  *m = mappings[--nmappings];
+  range_remove(mappings, &nmappings, sizeof *m, (size_t)(m - mappings));
   a->map_refs--;
   alloc_settle(a);
 }
@@ -506,12 +579,6 @@ static hipError_t unmap_locked(void *ptr, size_t size) {
   return hipSuccess;
 }
 
-static const int access_prot[] = {
-    [hipMemAccessFlagsProtNone] = PROT_NONE,
-    [hipMemAccessFlagsProtRead] = PROT_READ,
-    [hipMemAccessFlagsProtReadWrite] = PROT_READ | PROT_WRITE,
-};
-
 static hipError_t check_access_desc(const char *call, const hipMemAccessDesc *d) {
   hipError_t e = check_location(call, &d->location);
   if (e != hipSuccess) return e;
@@ -521,8 +588,9 @@ static hipError_t check_access_desc(const char *call, const hipMemAccessDesc *d)
   return hipSuccess;
 }
 
-/* All devices share the host's view, so the widest access any descriptor
- * grants is what the pages get. */
+/* All devices share one view, so the widest access any descriptor grants
+ * is what the granules get.  Only the engine reads the grant (the host has
+ * no access to grant: the device address stays PROT_NONE). */
 static hipError_t set_access_locked(void *ptr, size_t size, const hipMemAccessDesc *desc,
                                     size_t count) {
   static const char call[] = "hipMemSetAccess";
@@ -541,13 +609,9 @@ static hipError_t set_access_locked(void *ptr, size_t size, const hipMemAccessDe
     if (m == NULL) return mori__sim_contract(call, RULE_NOT_MAPPED, "%p", (void *)at);
     if ((e = import_fd_closed(call, m->alloc)) != hipSuccess) return e;
   }
-  if (mprotect(ptr, size, access_prot[flags]) != 0) {
-    mori__shim_detail("%s: mprotect [%p, +%zu): %s", call, ptr, size, strerror(errno));
-    return hipErrorInvalidValue;
-  }
   for (uintptr_t at = lo; at < hi; at += GRAN) {
     struct sim_mapping *m = mapping_at(at);
-    m->access[(at - m->va) / GRAN] = (unsigned char)flags;
+    m->access[(at - m->at.base) / GRAN] = (unsigned char)flags;
   }
   return hipSuccess;
 }
@@ -703,45 +767,214 @@ static hipError_t import_locked(hipMemGenericAllocationHandle_t *handle, void *o
   return e;
 }
 
-/* ---- checks for copies and memops ---- */
+/* ---- hipMalloc blocks ---- */
 
-/* Only bytes inside a reservation are the sim's to judge: the rest is host
- * or hipMalloc memory, which a copy may touch freely. */
-hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int need_write) {
-  uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
-  for (size_t i = 0; i < nreservations; i++) {
-    const struct sim_reservation *r = &reservations[i];
-    uintptr_t at = lo > r->base ? lo : r->base;
-    uintptr_t end = hi < r->base + r->size ? hi : r->base + r->size;
-    for (; at < end; at = (at | (GRAN - 1)) + 1) {
-      const struct sim_mapping *m = mapping_at(at);
-      if (m == NULL)
-        return mori__sim_contract(call, RULE_NOT_MAPPED, "%p is reserved but not mapped",
-                                  (void *)at);
-      unsigned char access = m->access[(at - m->va) / GRAN];
+static size_t page_round(size_t n) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (n + page - 1) / page * page;
+}
+
+static hipError_t malloc_locked(void **ptr, size_t size) {
+  static const char call[] = "hipMalloc";
+  if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
+  *ptr = NULL;
+  if (size == 0) return hipSuccess; /* as HIP: no memory, a NULL pointer, success */
+  struct sim_block *table = mori__sim_grow(blocks, &cap_blocks, nblocks, sizeof blocks[0]);
+  if (table == NULL) return out_of_memory(call, "block table");
+  blocks = table;
+  size_t len = page_round(size);
+  void *alias = size > SIZE_MAX / 2 ? MAP_FAILED
+                                    : mmap(NULL, len, PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = alias == MAP_FAILED ? MAP_FAILED : mmap(NULL, len, PROT_NONE, RESERVE_FLAGS, -1, 0);
+  if (p == MAP_FAILED) {
+    if (alias != MAP_FAILED) munmap(alias, len);
+    mori__shim_detail("%s: mmap of %zu bytes: %s", call, size, strerror(errno));
+    return hipErrorOutOfMemory;
+  }
+  struct sim_block row = {{(uintptr_t)p, len}, alias, size};
+  range_insert(blocks, &nblocks, sizeof row, &row);
+  *ptr = p;
+  return hipSuccess;
+}
+
+/* Both mappings go, so a use after hipFree faults for the host and the
+ * engine alike. */
+static hipError_t free_locked(void *ptr) {
+  if (ptr == NULL) return hipSuccess;
+  size_t i = HOLDING(blocks, nblocks, (uintptr_t)ptr);
+  if (i == nblocks || blocks[i].at.base != (uintptr_t)ptr)
+    return mori__sim_contract("hipFree", RULE_HIPFREE_UNKNOWN, "%p%s", ptr,
+                              mori__sim_in_reservation(ptr, 1) ? " is VMM address space" : "");
+  munmap(ptr, blocks[i].at.size);
+  munmap(blocks[i].alias, blocks[i].at.size);
+  range_remove(blocks, &nblocks, sizeof blocks[0], i);
+  return hipSuccess;
+}
+
+/* ---- the engine's view of device memory ---- */
+
+/* Where the engine reaches the bytes from an address on: host, and how
+ * many of them lie there in a row (len). */
+struct view {
+  unsigned char *host;
+  size_t len;
+};
+
+enum reach { REACH_OK, REACH_NOT_MAPPED, REACH_NO_ACCESS };
+
+/* The view of the n > 0 bytes from addr: in VMM address space they must be
+ * mapped with the access the operation needs (else *fault is the first
+ * byte refused); a hipMalloc block's bytes are its alias; any other byte
+ * is host memory, reached as it is, up to the next device range.  Two
+ * binary searches, a third inside a reservation.  Lock held. */
+static enum reach view_at(uintptr_t addr, size_t n, int need_write, struct view *v,
+                          uintptr_t *fault) {
+  size_t r = INDEX(reservations, nreservations, addr), b = INDEX(blocks, nblocks, addr);
+  if (r < nreservations && reservations[r].at.base <= addr) {
+    const struct sim_mapping *m = mapping_at(addr);
+    *fault = addr;
+    if (m == NULL) return REACH_NOT_MAPPED;
+    size_t off = addr - m->at.base, len = m->at.size - off < n ? m->at.size - off : n;
+    for (size_t g = off / GRAN; g <= (off + len - 1) / GRAN; g++) {
+      unsigned char access = m->access[g];
       if (access == hipMemAccessFlagsProtNone ||
-          (need_write && access != hipMemAccessFlagsProtReadWrite))
-        return mori__sim_contract(call, RULE_NO_ACCESS, "%p needs %s access", (void *)at,
-                                  need_write ? "read-write" : "read");
+          (need_write && access != hipMemAccessFlagsProtReadWrite)) {
+        if (g > off / GRAN) *fault = m->at.base + g * GRAN;
+        return REACH_NO_ACCESS;
+      }
+    }
+    *v = (struct view){m->alias + off, len};
+    return REACH_OK;
+  }
+  if (b < nblocks && blocks[b].at.base <= addr) {
+    size_t off = addr - blocks[b].at.base, rest = blocks[b].at.size - off;
+    *v = (struct view){blocks[b].alias + off, rest < n ? rest : n};
+    return REACH_OK;
+  }
+  uintptr_t next = UINTPTR_MAX;
+  if (r < nreservations) next = reservations[r].at.base;
+  if (b < nblocks && blocks[b].at.base < next) next = blocks[b].at.base;
+  *v = (struct view){(unsigned char *)addr, next - addr < n ? next - addr : n};
+  return REACH_OK;
+}
+
+/* A range that would wrap the address space ends at its top. */
+static size_t clamp(uintptr_t addr, size_t n) {
+  return n > UINTPTR_MAX - addr ? UINTPTR_MAX - addr : n;
+}
+
+hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int need_write) {
+  uintptr_t at = (uintptr_t)p, fault = 0;
+  struct view v;
+  for (n = clamp(at, n); n > 0; at += v.len, n -= v.len) {
+    switch (view_at(at, n, need_write, &v, &fault)) {
+    case REACH_OK: break;
+    case REACH_NOT_MAPPED:
+      return mori__sim_contract(call, RULE_NOT_MAPPED, "%p is reserved but not mapped",
+                                (void *)fault);
+    case REACH_NO_ACCESS:
+      return mori__sim_contract(call, RULE_NO_ACCESS, "%p needs %s access", (void *)fault,
+                                need_write ? "read-write" : "read");
     }
   }
   return hipSuccess;
 }
 
 int mori__sim_touches_fabric(const void *p, size_t n) {
-  uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
-  for (size_t i = 0; i < nmappings; i++)
-    if (lo < mappings[i].va + mappings[i].size && mappings[i].va < hi &&
-        mappings[i].alloc->type == hipMemHandleTypeFabric)
-      return 1;
+  uintptr_t lo = (uintptr_t)p, hi = lo + clamp(lo, n);
+  for (size_t i = INDEX(mappings, nmappings, lo); i < nmappings && mappings[i].at.base < hi; i++)
+    if (mappings[i].alloc->type == hipMemHandleTypeFabric) return 1;
   return 0;
 }
 
 int mori__sim_in_reservation(const void *p, size_t n) {
-  uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
-  for (size_t i = 0; i < nreservations; i++)
-    if (lo < reservations[i].base + reservations[i].size && reservations[i].base < hi) return 1;
-  return 0;
+  uintptr_t lo = (uintptr_t)p, hi = lo + clamp(lo, n);
+  size_t i = INDEX(reservations, nreservations, lo);
+  return i < nreservations && reservations[i].at.base < hi;
+}
+
+/* ---- the engine: bytes move through the views, outside the lock ---- */
+
+/* The engine runs what the checks passed when it was enqueued; memory
+ * unmapped or access taken away since is what a GPU reports as a memory
+ * access fault.  The detail goes to why: a stream's worker has no caller. */
+static hipError_t fault_at(const char *call, enum reach r, uintptr_t fault, char *why,
+                           size_t whylen) {
+  snprintf(why, whylen,
+           "%s: hipErrorIllegalAddress: memory access fault at %p (%s after the operation "
+           "was enqueued)",
+           call, (void *)fault, r == REACH_NOT_MAPPED ? "unmapped" : "access taken away");
+  return hipErrorIllegalAddress;
+}
+
+/* Views of dst (written) and src (read, unless NULL) from one look at the
+ * tables. */
+static hipError_t engine_views(const char *call, uintptr_t dst, uintptr_t src, size_t n,
+                               struct view *to, struct view *from, char *why, size_t whylen) {
+  uintptr_t fault = 0;
+  pthread_mutex_lock(&mori__sim_lock);
+  enum reach r = view_at(dst, n, 1, to, &fault);
+  if (r == REACH_OK && from != NULL) r = view_at(src, n, 0, from, &fault);
+  pthread_mutex_unlock(&mori__sim_lock);
+  return r == REACH_OK ? hipSuccess : fault_at(call, r, fault, why, whylen);
+}
+
+hipError_t mori__sim_copy(const char *call, void *dst, const void *src, size_t n, char *why,
+                          size_t whylen) {
+  uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+  n = clamp(d, clamp(s, n));
+  while (n > 0) {
+    struct view to, from;
+    hipError_t e = engine_views(call, d, s, n, &to, &from, why, whylen);
+    if (e != hipSuccess) return e;
+    size_t k = to.len < from.len ? to.len : from.len;
+    memmove(to.host, from.host, k);
+    d += k;
+    s += k;
+    n -= k;
+  }
+  return hipSuccess;
+}
+
+/* Zeroing whole pages of a shared memfd mapping punches a hole instead of
+ * writing: the pages read back as zeros and stop using memory.  Most of a
+ * fault sweep's time was the zeroing of fresh 2 MiB blocks page by page. */
+static void fill_view(const struct view *v, int value) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)v->host;
+  uintptr_t lo = (at + page - 1) & ~(page - 1), hi = (at + v->len) & ~(page - 1);
+  if (value != 0 || hi <= lo || madvise((void *)lo, hi - lo, MADV_REMOVE) != 0) {
+    memset(v->host, value, v->len); /* private memory (hipMalloc) or a partial page */
+    return;
+  }
+  memset(v->host, 0, lo - at);
+  memset((void *)hi, 0, at + v->len - hi);
+}
+
+hipError_t mori__sim_fill(const char *call, void *dst, int value, size_t n, char *why,
+                          size_t whylen) {
+  uintptr_t d = (uintptr_t)dst;
+  for (n = clamp(d, n); n > 0;) {
+    struct view to;
+    hipError_t e = engine_views(call, d, 0, n, &to, NULL, why, whylen);
+    if (e != hipSuccess) return e;
+    fill_view(&to, value);
+    d += to.len;
+    n -= to.len;
+  }
+  return hipSuccess;
+}
+
+hipError_t mori__sim_word(const char *call, void *p, int need_write, uint32_t **word, char *why,
+                          size_t whylen) {
+  uintptr_t fault = 0;
+  struct view v;
+  pthread_mutex_lock(&mori__sim_lock);
+  enum reach r = view_at((uintptr_t)p, 4, need_write, &v, &fault);
+  pthread_mutex_unlock(&mori__sim_lock);
+  if (r != REACH_OK) return fault_at(call, r, fault, why, whylen);
+  *word = (uint32_t *)v.host; /* 4-aligned: a word never straddles two views */
+  return hipSuccess;
 }
 
 /* ---- the entry points: each holds the lock around its _locked body ---- */
@@ -782,6 +1015,10 @@ hipError_t mori__sim_mem_map(void *ptr, size_t size, size_t offset,
 }
 
 hipError_t mori__sim_mem_unmap(void *ptr, size_t size) { LOCKED(unmap_locked(ptr, size)); }
+
+hipError_t mori__sim_malloc(void **ptr, size_t size) { LOCKED(malloc_locked(ptr, size)); }
+
+hipError_t mori__sim_free(void *ptr) { LOCKED(free_locked(ptr)); }
 
 /* Quirk concurrent-vmm (mori #476): on ROCm an import running on another
  * thread while a hipMemSetAccess runs makes the set-access fail with

@@ -115,6 +115,28 @@ static inline void window_open(struct sim_window *w, size_t size,
   window_map(w, h, size);
 }
 
+/* Device memory is reached by the runtime's copies and fills, never by a
+ * host dereference: the sim faults on those, as a GPU does. */
+static inline void dev_write(void *dst, const void *src, size_t n) {
+  assert_hip_ok(mori_hipMemcpy(dst, src, n, hipMemcpyHostToDevice));
+}
+
+static inline void dev_read(void *dst, const void *src, size_t n) {
+  assert_hip_ok(mori_hipMemcpy(dst, src, n, hipMemcpyDeviceToHost));
+}
+
+static inline unsigned char dev_byte(const void *p) {
+  unsigned char b = 0;
+  dev_read(&b, p, 1);
+  return b;
+}
+
+static inline void dev_set_byte(void *p, unsigned char v) { dev_write(p, &v, 1); }
+
+static inline void dev_fill(void *p, int value, size_t n) {
+  assert_hip_ok(mori_hipMemset(p, value, n));
+}
+
 /* The teardown order docs/quirks.md asks of the core. */
 static inline void window_close(struct sim_window *w) {
   assert_hip_ok(mori_hipMemUnmap(w->va, w->size));

@@ -213,8 +213,8 @@ static void unmap_rejects_part_of_a_mapping(void **state) {
                     "hipMemUnmap: contract: unmap must cover whole mappings");
   assert_fails_with(mori_hipMemUnmap(w.va + GRAN, GRAN), hipErrorInvalidValue,
                     "unmap must cover whole mappings");
-  w.va[0] = 7; /* both failures left the mapping whole and usable */
-  w.va[2 * GRAN - 1] = 7;
+  dev_set_byte(w.va, 7); /* both failures left the mapping whole and usable */
+  dev_set_byte(w.va + 2 * GRAN - 1, 7);
   window_close(&w);
 }
 
@@ -296,11 +296,11 @@ static void release_rejects_a_handle_the_sim_never_made(void **state) {
 static void release_while_mapped_keeps_the_memory_until_unmap(void **state) {
   struct sim_window w;
   window_open(&w, GRAN, hipMemHandleTypePosixFileDescriptor);
-  memset(w.va, 0x5a, GRAN);
+  dev_fill(w.va, 0x5a, GRAN);
   assert_hip_ok(mori_hipMemRelease(w.handle));
-  assert_int_equal(w.va[0], 0x5a); /* the mapping holds the memory */
-  assert_int_equal(w.va[GRAN - 1], 0x5a);
-  w.va[1] = 0x33;
+  assert_int_equal(dev_byte(w.va), 0x5a); /* the mapping holds the memory */
+  assert_int_equal(dev_byte(w.va + GRAN - 1), 0x5a);
+  dev_set_byte(w.va + 1, 0x33);
   assert_fails_with(mori_hipMemRelease(w.handle), hipErrorInvalidValue, "double release");
   assert_hip_ok(mori_hipMemUnmap(w.va, GRAN));
   assert_hip_ok(mori_hipMemAddressFree(w.va, GRAN));
@@ -389,8 +389,8 @@ static void exported_fd_imports_as_a_new_handle_sharing_the_memory(void **state)
   assert_ptr_not_equal(imported, a.handle);
   window_map(&b, imported, GRAN);
   assert_ptr_not_equal(a.va, b.va);
-  a.va[100] = 0xab;
-  assert_int_equal(b.va[100], 0xab);
+  dev_set_byte(a.va + 100, 0xab);
+  assert_int_equal(dev_byte(b.va + 100), 0xab);
   window_close(&b);
   window_close(&a);
   assert_int_equal(mori_close(fd), 0); /* after the final release, as docs/quirks.md says */
@@ -409,7 +409,7 @@ static void import_keeps_the_callers_fd_which_may_close_at_once(void **state) {
   window_close(&a);                      /* exporter side gone entirely */
   assert_int_equal(mori_close(fd), 0);
   window_map(&b, imported, GRAN); /* the import holds its own reference */
-  b.va[0] = 1;
+  dev_set_byte(b.va, 1);
   window_close(&b);
 }
 

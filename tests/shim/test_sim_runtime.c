@@ -140,12 +140,14 @@ static void init_takes_devices_profile_and_quirks_from_the_environment(void **st
 
 /* ---- hipMalloc / copies ---- */
 
-static void malloc_gives_writable_memory_that_free_returns(void **state) {
+static void malloc_gives_memory_that_copies_reach_and_free_returns(void **state) {
   unsigned char *p = NULL;
   assert_hip_ok(mori_hipMalloc((void **)&p, 10000));
   assert_non_null(p);
-  p[0] = 1;
-  p[9999] = 2;
+  dev_set_byte(p, 1);
+  dev_set_byte(p + 9999, 2);
+  assert_int_equal(dev_byte(p), 1);
+  assert_int_equal(dev_byte(p + 9999), 2);
   assert_hip_ok(mori_hipFree(p));
   assert_hip_ok(mori_hipFree(NULL));
 }
@@ -175,6 +177,45 @@ static void memcpy_moves_data_between_host_malloc_and_mapped_memory(void **state
   assert_memory_equal(back, host, sizeof host);
   assert_hip_ok(mori_hipFree(dev));
   window_close(&w);
+}
+
+/* A copy over two mappings side by side in one reservation reaches both
+ * allocations; one that runs into a granule without write access is
+ * refused and moves nothing. */
+static void memcpy_across_two_mappings_reaches_both_allocations(void **state) {
+  hipMemAllocationProp prop = sim_prop(hipMemHandleTypePosixFileDescriptor);
+  hipMemAccessDesc rw = sim_access(hipMemAccessFlagsProtReadWrite);
+  hipMemAccessDesc ro = sim_access(hipMemAccessFlagsProtRead);
+  hipMemGenericAllocationHandle_t a = NULL, b = NULL;
+  unsigned char *va = NULL, host[4096], back[4096];
+  for (size_t i = 0; i < sizeof host; i++) host[i] = (unsigned char)(i * 13 + 1);
+  assert_hip_ok(mori_hipMemCreate(&a, GRAN, &prop, 0));
+  assert_hip_ok(mori_hipMemCreate(&b, GRAN, &prop, 0));
+  assert_hip_ok(mori_hipMemAddressReserve((void **)&va, 2 * GRAN, 0, NULL, 0));
+  assert_hip_ok(mori_hipMemMap(va, GRAN, 0, a, 0));
+  assert_hip_ok(mori_hipMemMap(va + GRAN, GRAN, 0, b, 0));
+  assert_hip_ok(mori_hipMemSetAccess(va, 2 * GRAN, &rw, 1));
+  unsigned char *across = va + GRAN - sizeof host / 2;
+  dev_write(across, host, sizeof host);
+  dev_read(back, across, sizeof back);
+  assert_memory_equal(back, host, sizeof host);
+  struct sim_window wb; /* b mapped again on its own: its start came from the copy */
+  window_map(&wb, b, GRAN);
+  dev_read(back, wb.va, sizeof host / 2);
+  assert_memory_equal(back, host + sizeof host / 2, sizeof host / 2);
+  assert_hip_ok(mori_hipMemUnmap(wb.va, GRAN));
+  assert_hip_ok(mori_hipMemAddressFree(wb.va, GRAN));
+  assert_hip_ok(mori_hipMemSetAccess(va + GRAN, GRAN, &ro, 1));
+  memset(back, 0, sizeof back);
+  assert_fails_with(mori_hipMemcpy(across, back, sizeof back, hipMemcpyHostToDevice),
+                    hipErrorInvalidValue, "needs read-write access");
+  dev_read(back, across, sizeof back);
+  assert_memory_equal(back, host, sizeof host); /* the refused copy wrote nothing */
+  assert_hip_ok(mori_hipMemUnmap(va, GRAN));
+  assert_hip_ok(mori_hipMemUnmap(va + GRAN, GRAN));
+  assert_hip_ok(mori_hipMemAddressFree(va, 2 * GRAN));
+  assert_hip_ok(mori_hipMemRelease(a));
+  assert_hip_ok(mori_hipMemRelease(b));
 }
 
 static void memcpy_rejects_null_pointers_and_unknown_kinds(void **state) {
@@ -219,10 +260,10 @@ static void memset_fills_mapped_memory_and_refuses_unmapped(void **state) {
   struct sim_window w;
   window_open(&w, 2 * GRAN, hipMemHandleTypePosixFileDescriptor);
   assert_hip_ok(mori_hipMemset(w.va + 10, 0xee, GRAN));
-  assert_int_equal(w.va[9], 0);
-  assert_int_equal(w.va[10], 0xee);
-  assert_int_equal(w.va[GRAN + 9], 0xee);
-  assert_int_equal(w.va[GRAN + 10], 0);
+  assert_int_equal(dev_byte(w.va + 9), 0);
+  assert_int_equal(dev_byte(w.va + 10), 0xee);
+  assert_int_equal(dev_byte(w.va + GRAN + 9), 0xee);
+  assert_int_equal(dev_byte(w.va + GRAN + 10), 0);
   assert_hip_ok(mori_hipMemUnmap(w.va, w.size));
   assert_fails_with(mori_hipMemset(w.va, 0, 16), hipErrorInvalidValue,
                     "hipMemset: contract: address is not mapped");
@@ -236,7 +277,7 @@ static void memset_fills_mapped_memory_and_refuses_unmapped(void **state) {
 static void memset_zero_clears_dirty_pages_seen_through_every_mapping(void **state) {
   struct sim_window w;
   window_open(&w, 2 * GRAN, hipMemHandleTypePosixFileDescriptor);
-  memset(w.va, 0x5a, w.size);
+  dev_fill(w.va, 0x5a, w.size);
   assert_hip_ok(mori_hipMemset(w.va + 100, 0, w.size - 200));
   void *second = NULL;
   assert_hip_ok(mori_hipMemAddressReserve(&second, w.size, 0, NULL, 0));
@@ -244,13 +285,18 @@ static void memset_zero_clears_dirty_pages_seen_through_every_mapping(void **sta
   hipMemAccessDesc rw = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
   assert_hip_ok(mori_hipMemSetAccess(second, w.size, &rw, 1));
   const unsigned char *views[] = {w.va, second};
-  for (int v = 0; v < 2; v++)
+  unsigned char *back = malloc(w.size);
+  assert_non_null(back);
+  for (int v = 0; v < 2; v++) {
+    dev_read(back, views[v], w.size);
     for (size_t i = 0; i < w.size; i += 97)
-      assert_int_equal(views[v][i], i < 100 || i >= w.size - 100 ? 0x5a : 0);
-  assert_int_equal(views[1][99], 0x5a);
-  assert_int_equal(views[1][100], 0);
-  assert_int_equal(views[1][w.size - 101], 0);
-  assert_int_equal(views[1][w.size - 100], 0x5a);
+      assert_int_equal(back[i], i < 100 || i >= w.size - 100 ? 0x5a : 0);
+  }
+  assert_int_equal(back[99], 0x5a);
+  assert_int_equal(back[100], 0);
+  assert_int_equal(back[w.size - 101], 0);
+  assert_int_equal(back[w.size - 100], 0x5a);
+  free(back);
   assert_hip_ok(mori_hipMemUnmap(second, w.size));
   assert_hip_ok(mori_hipMemAddressFree(second, w.size));
   assert_hip_ok(mori_hipMemUnmap(w.va, w.size));
@@ -298,7 +344,7 @@ static void *churn(void *arg) {
     if (e == hipSuccess) e = mori_hipMemAddressReserve((void **)&va, GRAN, 0, NULL, 0);
     if (e == hipSuccess) e = mori_hipMemMap(va, GRAN, 0, h, 0);
     if (e == hipSuccess) e = mori_hipMemSetAccess(va, GRAN, &rw, 1);
-    if (e == hipSuccess) va[i] = (unsigned char)i;
+    if (e == hipSuccess) e = mori_hipMemset(va + i, i, 1);
     if (e == hipSuccess) e = mori_hipMemUnmap(va, GRAN);
     if (e == hipSuccess) e = mori_hipMemAddressFree(va, GRAN);
     if (e == hipSuccess) e = mori_hipMemRelease(h);
@@ -332,9 +378,10 @@ int main(int argc, char **argv) {
       T(init_rejects_an_unknown_quirk_naming_it),
       T(init_rejects_a_device_count_that_is_not_a_number),
       T(init_takes_devices_profile_and_quirks_from_the_environment),
-      T(malloc_gives_writable_memory_that_free_returns),
+      T(malloc_gives_memory_that_copies_reach_and_free_returns),
       T(free_rejects_pointers_not_from_malloc),
       T(memcpy_moves_data_between_host_malloc_and_mapped_memory),
+      T(memcpy_across_two_mappings_reaches_both_allocations),
       T(memcpy_rejects_null_pointers_and_unknown_kinds),
       T(memcpy_into_reserved_but_unmapped_memory_fails_instead_of_faulting),
       T(memcpy_needs_the_access_set_on_the_mapping),

@@ -55,10 +55,11 @@ static void wait_conditions_follow_hip_with_masks(void **state) {
   }
 }
 
-static void write_value_stores_the_word_the_host_reads(void **state) {
-  uint32_t *word = (uint32_t *)(w.va + 64);
+static void write_value_stores_the_word_a_copy_reads(void **state) {
+  uint32_t *word = (uint32_t *)(w.va + 64), v = 0;
   assert_hip_ok(mori_hipStreamWriteValue32(NULL, word, 0xdeadbeef, 0));
-  assert_int_equal(*word, 0xdeadbeef);
+  dev_read(&v, word, 4);
+  assert_int_equal(v, 0xdeadbeef);
 }
 
 static void timed_out_wait_reports_launch_timeout_with_the_condition(void **state) {
@@ -102,7 +103,7 @@ int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, open_window, close_window)
   const struct CMUnitTest tests[] = {
       T(wait_conditions_follow_hip_with_masks),
-      T(write_value_stores_the_word_the_host_reads),
+      T(write_value_stores_the_word_a_copy_reads),
       T(timed_out_wait_reports_launch_timeout_with_the_condition),
       T(memops_reject_bad_addresses_and_flags),
       T(memops_on_memory_without_access_fail_instead_of_faulting),

@@ -428,10 +428,16 @@ static int late_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   uint32_t *gate = (uint32_t *)mori_window_buffer_ptrs(w)[ctx->rank] + 64;
   int busy = async_mode(); /* in sync mode the gate would hold the caller itself */
   if (busy && ctx->rank == 0) {
+    hipStream_t opener = NULL;
+    CHECK(mori_hipStreamCreateWithFlags(&opener, hipStreamNonBlocking) == hipSuccess, "stream");
     CHECK(mori_hipStreamWaitValue32(s, gate, 1, hipStreamWaitValueEq, ~0u) == hipSuccess, "gate");
     CHECK(mori_window_barrier(w, 1, s, 600) == 0, "barrier: %s", mori_last_error());
     sleep_ms(1000);
-    __atomic_store_n(gate, 1, __ATOMIC_RELEASE); /* the sim's device memory is the host's */
+    /* device memory: opened by a stream write, as another kernel would */
+    CHECK(mori_hipStreamWriteValue32(opener, gate, 1, 0) == hipSuccess &&
+              mori_hipStreamSynchronize(opener) == hipSuccess &&
+              mori_hipStreamDestroy(opener) == hipSuccess,
+          "opening the gate: %s", mori_shim_message());
   } else if (busy) {
     sleep_ms(1200);
     CHECK(mori_window_barrier(w, 1, s, 0) == 0, "barrier: %s", mori_last_error());
@@ -456,7 +462,11 @@ static void late_peer_or_busy_stream_within_the_timeout_is_no_failure(void **s) 
 /* ---- alloc (one process) ---- */
 
 /* A blocking stream held by a wait on host memory: what a synchronous
- * device-wide call would have to wait for. */
+ * device-wide call would have to wait for.  The gate is host memory, which
+ * the host may write; device memory is reached only by the runtime's
+ * copies and stream operations (the sim faults on a host access, as a GPU
+ * does), on a non-blocking stream of the test's own where a synchronous
+ * copy would wait for the held stream. */
 struct held {
   hipStream_t s;
   hipEvent_t after;
@@ -470,6 +480,27 @@ static void hold(struct held *h) {
   assert_int_equal(mori_hipStreamWaitValue32(h->s, h->gate, 1, hipStreamWaitValueEq, ~0u),
                    hipSuccess);
   assert_int_equal(mori_hipEventRecord(h->after, h->s), hipSuccess);
+}
+
+/* n bytes at dev set to value on a non-blocking stream, waited for. */
+static void fill_aside(void *dev, int value, size_t n) {
+  hipStream_t aside = NULL;
+  assert_int_equal(mori_hipStreamCreateWithFlags(&aside, hipStreamNonBlocking), hipSuccess);
+  assert_int_equal(mori_hipMemsetAsync(dev, value, n, aside), hipSuccess);
+  assert_int_equal(mori_hipStreamSynchronize(aside), hipSuccess);
+  assert_int_equal(mori_hipStreamDestroy(aside), hipSuccess);
+}
+
+/* The first of n bytes at dev (read by a copy) that is not value, or -1. */
+static int first_byte_not(const void *dev, int value, size_t n) {
+  unsigned char *host = malloc(n);
+  assert_non_null(host);
+  assert_int_equal(mori_hipMemcpy(host, dev, n, hipMemcpyDeviceToHost), hipSuccess);
+  int at = -1;
+  for (size_t i = 0; i < n && at < 0; i++)
+    if (host[i] != (unsigned char)value) at = (int)i;
+  free(host);
+  return at;
 }
 
 static void let_go(struct held *h) {
@@ -500,11 +531,10 @@ static void alloc_on_stream_zeroes_in_that_stream_s_order(void **s) {
   assert_int_equal(mori_symm_alloc_on_stream(MiB, 0, h.s, &p), 0);
   assert_int_equal(mori_hipEventQuery(h.after), hipErrorNotReady);
   /* written before the stream reached the zeroing: the zeroing wins */
-  memset(p, 0xab, 4096);
+  fill_aside(p, 0xab, 4096);
   let_go(&h);
-  for (int i = 0; i < 4096; i++)
-    if (((unsigned char *)p)[i] != 0) fail_msg("byte %d is 0x%x after the stream ran", i,
-                                               ((unsigned char *)p)[i]);
+  int at = first_byte_not(p, 0, 4096);
+  if (at >= 0) fail_msg("byte %d is not 0 after the stream ran", at);
   assert_int_equal(mori_symm_free(p), 0);
 }
 
@@ -521,13 +551,12 @@ static void alloc_on_a_capturing_stream_zeroes_outside_the_capture(void **s) {
   assert_int_equal(mori_sim_begin_capture(cs), hipSuccess);
   if (mori_symm_alloc_on_stream(MiB, 0, cs, &p) != 0) fail_msg("alloc: %s", mori_last_error());
   assert_int_equal(mori_sim_end_capture(cs, &g), hipSuccess);
-  memset(p, 0x5a, 4096); /* the caller's data, after the allocation */
+  fill_aside(p, 0x5a, 4096); /* the caller's data, after the allocation */
   assert_int_equal(mori_sim_graph_launch(g, cs), hipSuccess);
   assert_int_equal(mori_hipStreamSynchronize(cs), hipSuccess);
-  for (int i = 0; i < 4096; i++)
-    if (((unsigned char *)p)[i] != 0x5a)
-      fail_msg("byte %d is 0x%x after the graph's replay: the zeroing was captured", i,
-               ((unsigned char *)p)[i]);
+  int at = first_byte_not(p, 0x5a, 4096);
+  if (at >= 0) fail_msg("byte %d is not 0x5a after the graph's replay: the zeroing was captured",
+                        at);
   mori_sim_graph_destroy(g);
   assert_int_equal(mori_symm_free(p), 0);
   assert_int_equal(mori_hipStreamDestroy(cs), hipSuccess);
@@ -637,14 +666,17 @@ static int late_zeroing_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   CHECK(pthread_create(&opener, NULL, open_gate_later, h.gate) == 0, "pthread_create");
   int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
   CHECK(rc == 0, "rendezvous: %s", mori_last_error());
-  /* the sim's device memory is the host's: a peer's store is a host store */
-  memset(mori_window_buffer_ptrs(w)[peer], 0x10 + ctx->rank, 4096);
+  /* the peer's first write, in s2's order before the barrier's signals */
   CHECK(mori_hipStreamCreateWithFlags(&s2, hipStreamNonBlocking) == hipSuccess, "stream");
+  CHECK(mori_hipMemsetAsync(mori_window_buffer_ptrs(w)[peer], 0x10 + ctx->rank, 4096, s2) ==
+            hipSuccess, "write to the peer: %s", mori_shim_message());
   CHECK(mori_window_barrier(w, 0, s2, 0) == 0, "barrier: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(s2) == hipSuccess, "sync: %s", mori_shim_message());
   pthread_join(opener, NULL);
   let_go(&h); /* whatever the held stream still had queued has run now */
-  const unsigned char *own = base;
+  unsigned char own[4096];
+  CHECK(mori_hipMemcpy(own, base, sizeof own, hipMemcpyDeviceToHost) == hipSuccess,
+        "read the own block: %s", mori_shim_message());
   for (int i = 0; i < 4096; i++)
     CHECK(own[i] == 0x10 + from, "byte %d is 0x%x, not rank %d's 0x%x: the zeroing of the "
           "block ran after the peer's write", i, own[i], from, 0x10 + from);
