@@ -785,11 +785,12 @@ static size_t runs(const recorder *r, mori_res *out) {
   return n;
 }
 
-/* DESIGN's teardown: synchronize; free device tables; unmap each slot;
- * release imports; free the span.  Reverse acquisition gives the first
- * three steps, then frees the span before the imports (it was reserved
- * after them), and releases every import before any fd is closed (each
- * fd stays open until the handle imported from it is gone). */
+/* The teardown as first written: synchronize; free device tables; unmap
+ * each slot; release imports; free the span.  Reverse acquisition gives
+ * the first three steps, then frees the span before the imports (it was
+ * reserved after them), and releases every import before any fd is closed
+ * (each fd stays open until the handle imported from it is gone;
+ * docs/state-machine.md). */
 static void window_release_frees_tables_then_slots_then_span_then_imports(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();

@@ -7,6 +7,24 @@
  * the same group name, in the same order per group) and builds one flat VA
  * span of world_size x stride with every rank's memory in its slot.
  * Functions return 0 or a negative MORI_E*; mori_last_error() says why.
+ *
+ * How data moves.  Every pointer this API returns into a block, a span, a
+ * signal pad or a device table is a device address: the host never
+ * dereferences one (on a GPU that faults, and so it does on the sim
+ * backend, which keeps its device memory PROT_NONE to the host).  Kernels
+ * reach the peers through the device arrays (mori_window_buffer_ptrs_dev,
+ * mori_window_signal_pad_ptrs_dev; or span + r * stride).  The host moves
+ * data with the GPU runtime's copies and stream operations (hipMemcpy,
+ * hipMemcpyAsync, hipMemset, hipStreamWriteValue32, ... or their CUDA
+ * names; the library and its tests call them through the mori_hip* seam),
+ * given the addresses in the host arrays (mori_window_buffer_ptrs,
+ * mori_window_signal_pad_ptrs), which are host memory holding device
+ * addresses.
+ *
+ * docs/architecture.md describes what each call does (blocks, windows,
+ * lifetimes, signals, teardown); docs/torch.md how the torch adapter maps
+ * onto it; docs/backends.md the shim backends, the sim's memory model
+ * among them.
  */
 #ifndef MORI_SYMM_H
 #define MORI_SYMM_H
@@ -64,7 +82,8 @@ MORI_API int mori_symm_allow_overlapping_devices(void);
 /* ---- allocations ---- */
 
 /* Allocates at least size bytes on device: probe (cached), granularity,
- * create, reserve, map, grant access, zero.  The pointer is the block base.
+ * create, reserve, map, grant access, zero.  The pointer is the block base
+ * (a device address).
  * The memory is zero when the call returns; the zeroing runs on a private
  * stream of the device and waits for nothing else on the device. */
 MORI_API int mori_symm_alloc(size_t size, int device, void **ptr);
@@ -127,13 +146,17 @@ MORI_API int mori_window_handle_type(const mori_window *w);
 MORI_API int mori_window_world_within_direct_access(const mori_window *w);
 /* Accessors check the window first: on a window that was torn down they
  * return -1, 0 or NULL and mori_last_error() says why. */
-/* Host arrays of world_size peer pointers (peer r's block base, r's pad). */
+/* Host arrays of world_size peer pointers (peer r's block base, r's pad):
+ * the arrays are host memory, the pointers in them device addresses, for
+ * the runtime's copies and stream operations. */
 MORI_API void *const *mori_window_buffer_ptrs(const mori_window *w);
 MORI_API void *const *mori_window_signal_pad_ptrs(const mori_window *w);
-/* The same arrays in device memory, for kernels. */
+/* The same arrays in device memory, for kernels (the host reads them only
+ * by a copy). */
 MORI_API void *mori_window_buffer_ptrs_dev(const mori_window *w);
 MORI_API void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
-/* The span: base and stride (slot r = base + r * stride). */
+/* The span, device address space: base and stride (slot r = base + r *
+ * stride). */
 MORI_API void *mori_window_span(const mori_window *w, size_t *stride);
 
 /* Stream-ordered signals over the window's own slot of the block's private
