@@ -212,10 +212,19 @@ def bench_size(size: int, rank: int, world: int, device, group: str, cpu_group, 
 
 
 def run(rank: int, world: int, args) -> None:
-    device = torch.device("cuda", rank % torch.cuda.device_count())
+    ngpu = torch.cuda.device_count()
+    device = torch.device("cuda", rank % ngpu)
     torch.cuda.set_device(device)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
-    cpu_group = dist.new_group(backend="gloo")
+    if world <= ngpu:
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+        cpu_group = dist.new_group(backend="gloo")
+    else:
+        # Ranks share GPUs: NCCL refuses that, so the process group is gloo
+        # and there is no NCCL reference path; MORI is told devices overlap.
+        os.environ.setdefault("TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", "1")
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        cpu_group = dist.group.WORLD
+        args.no_nccl = True
     import torch.distributed._symmetric_memory as symm_mem
     import mori.allocator
 
@@ -278,7 +287,7 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    world = min(2, torch.cuda.device_count())
+    world = 2  # sharing the GPU where there is one
     mp.spawn(spawned, args=(world, port, args), nprocs=world)
 
 

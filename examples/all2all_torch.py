@@ -14,11 +14,10 @@ import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 
 import mori.allocator  # noqa: F401  registers the "MORI" backend
+from placement import init
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-torch.cuda.set_device(device)
-dist.init_process_group("nccl", device_id=device)
+device = init(rank, world)  # its GPU, and the process group (examples/placement.py)
 group = dist.group.WORLD.group_name
 
 symm_mem.set_backend("MORI")

@@ -34,6 +34,7 @@ import triton
 import triton.language as tl
 
 import mori.allocator
+from placement import coll_device, init
 
 BLOCK = 2048  # int32 per program step: 16 bytes per lane over 4 warps
 NUM_WARPS = 4
@@ -84,13 +85,13 @@ def chunk_of(src: int, dst: int, elems: int, world: int, device) -> torch.Tensor
 
 def agree(ok: bool, device) -> bool:
     """True on every rank only if it is true on every rank."""
-    flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
+    flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=coll_device(device))
     dist.all_reduce(flag)
     return int(flag.item()) == 0
 
 
 def slowest(seconds: float, device) -> float:
-    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+    t = torch.tensor([seconds], dtype=torch.float64, device=coll_device(device))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
 
@@ -212,11 +213,9 @@ def main() -> None:
         p.error("--chunk-kib needs positive sizes; --forms takes ptrs and flat")
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
+    device = init(rank, world)
     if world * world * max(chunks) // 4 >= 1 << 31:
         p.error("chunks too large for distinct 31-bit check values at this world size")
-    dist.init_process_group("nccl", device_id=device)
     symm_mem.set_backend("MORI")
     group = dist.group.WORLD.group_name
     if rank == 0:

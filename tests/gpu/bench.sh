@@ -16,13 +16,16 @@ SHIM=${SHIM:-cuda}
 OUT=${OUT:-$PWD/gpu-results/bench}
 mkdir -p "$OUT"
 rc=0
+# Two ranks: one per GPU, or sharing the GPU where there is one.
+NGPU=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+PER=$(( ${NGPU:-0} >= 2 ? 1 : 2 ))
 MORI_SYMM_DEBUG=INFO "$BIN/mori-gpu-bench" --shim "$SHIM" --only rendezvous \
   >"$OUT/rendezvous.log" 2>"$OUT/rendezvous-info.log" || rc=1
 cat "$OUT/rendezvous.log"
 grep -E "rendezvous group|torn down|exported" "$OUT/rendezvous-info.log" | head -12
 for i in 1 2 3; do
-  MORI_SYMM_DEBUG=INFO "$BIN/mori-symm" demo --shim "$SHIM" --ranks 2 --size 256M \
-    >"$OUT/demo-$i.log" 2>&1 || rc=1
+  MORI_SYMM_DEBUG=INFO "$BIN/mori-symm" demo --shim "$SHIM" --ranks 2 --ranks-per-device $PER \
+    --size 256M >"$OUT/demo-$i.log" 2>&1 || rc=1
   grep -E "rendezvous group demo|^timings|demo (ok|FAILED)" "$OUT/demo-$i.log"
 done
 # Once more under the fault shim's profile (MORI_FI=count=): where each
@@ -32,7 +35,8 @@ LIB=${LIB:-$(dirname "$BIN")/lib}
 if [ -f "$LIB/libmori_faultinject.so" ]; then
   rm -f "$OUT"/profile.*
   LD_PRELOAD="$LIB/libmori_faultinject.so" MORI_FI="count=$OUT/profile" \
-    "$BIN/mori-symm" demo --shim "$SHIM" --ranks 2 --size 256M >"$OUT/demo-profile.log" 2>&1 || rc=1
+    "$BIN/mori-symm" demo --shim "$SHIM" --ranks 2 --ranks-per-device $PER --size 256M \
+    >"$OUT/demo-profile.log" 2>&1 || rc=1
   grep -E "^timings" "$OUT/demo-profile.log"
   for f in "$OUT"/profile.*; do
     [ -f "$f" ] || continue

@@ -19,7 +19,8 @@ OUT=${OUT:-$PWD/gpu-results/compare}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 NGPU=${NGPU:-$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}
-WORLD=$((NGPU < 2 ? NGPU : 2))
+# Two ranks: one per GPU, or sharing the GPU where there is one.
+WORLD=$((NGPU < 1 ? 0 : 2))
 LAST=$((WORLD - 1))
 failed=()
 verdict() {  # name, 0|1, figures

@@ -17,7 +17,8 @@ PY=${PYTHON:-python3}
 CHUNKS=${EXAMPLES_CHUNK_KIB:-256,4096}
 mkdir -p "$OUT"
 NGPU=${NGPU:-$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}
-WORLD=$((NGPU < 2 ? NGPU : 2))
+# Two ranks: one per GPU, or sharing the GPU where there is one.
+WORLD=$((NGPU < 1 ? 0 : 2))
 [ "$WORLD" -ge 1 ] || { echo "=== FAIL examples: no GPU visible to torch"; exit 1; }
 
 # mori.allocator as tests/gpu/torch_suite.sh installs it; installed here

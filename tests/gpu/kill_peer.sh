@@ -2,9 +2,12 @@
 # Kill a peer on a GPU host (tests/gpu/kill_peer.py under torchrun): rank 1
 # dies with SIGKILL after rendezvous; every survivor's barrier must raise
 # within timeout + margin naming rank 1, the context must survive, and the
-# survivor must free everything (ledger 0) and exit 0.  Runs at 2 ranks (one
-# per GPU) and at 4 ranks on 2 GPUs (several ranks per GPU), about 15 s
-# each.  Prints one line per survivor and "kill_peer: PASS" or "FAIL".
+# survivor must free everything (ledger 0) and exit 0.  Runs at 2 ranks and
+# at 4 ranks, about 15 s each: one rank per GPU where there are enough GPUs,
+# else ranks share GPUs (rank r on GPU r mod count, overlapping devices
+# allowed, as torch's own backend allows them with
+# TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1).  Prints one line per survivor
+# and "kill_peer: PASS" or "FAIL".
 #
 #   OUT (default ./gpu-results/kill_peer), PYTHON, NGPU, KILL_PEER_TIMEOUT_MS
 set -uo pipefail
@@ -26,8 +29,8 @@ if ! (cd /tmp && "$PY" -c 'import mori.allocator') >/dev/null 2>&1; then
   fi
 fi
 NGPU=${NGPU:-$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}
-if [ "$NGPU" -lt 2 ]; then
-  echo "kill_peer: FAIL: needs 2 GPUs, found $NGPU"
+if [ "$NGPU" -lt 1 ]; then
+  echo "kill_peer: FAIL: no GPU visible to torch"
   exit 1
 fi
 
@@ -36,7 +39,8 @@ run() {
   local world=$1; shift
   local log="$OUT/torchrun.$world.log"
   rm -f "$OUT"/kill_peer."$world".rank*
-  echo "=== kill_peer at $world ranks on 2 GPUs $*"
+  local gpus=$(( NGPU < world ? NGPU : world ))
+  echo "=== kill_peer at $world ranks on $gpus GPU(s) $*"
   local t0=$SECONDS
   timeout 180 env "$@" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$world" \
     tests/gpu/kill_peer.py >"$log" 2>&1
@@ -68,7 +72,9 @@ run() {
   fi
 }
 
-run 2
-run 4 TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1
+# More ranks than GPUs share them: overlapping devices allowed for those.
+shared() { [ "$1" -gt "$NGPU" ] && echo TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1; }
+run 2 $(shared 2)
+run 4 $(shared 4)
 if [ $failed = 0 ]; then echo "kill_peer: PASS"; else echo "kill_peer: FAIL"; fi
 exit $failed
