@@ -114,6 +114,9 @@ static void check_request_fields(const mori_request *r) {
                   "request: accepted handle type %u", r->handle_type);
   MORI_FUZZ_CHECK(memchr(r->socket_name, '\0', sizeof r->socket_name) != NULL,
                   "request: decoded socket name is not NUL-terminated");
+  for (const char *c = r->socket_name; *c; c++)
+    MORI_FUZZ_CHECK((unsigned char)*c >= 0x20 && *c != 0x7f,
+                    "request: decoded socket name has control character 0x%02x", (unsigned char)*c);
   MORI_FUZZ_CHECK((r->socket_name[0] != '\0') == is_fd,
                   "request: socket name \"%s\" with handle type %u", r->socket_name,
                   r->handle_type);

@@ -98,3 +98,27 @@ void mori__error_prefix(const char *fmt, ...) {
   snprintf(rest, sizeof rest, "%s", message);
   snprintf(message, sizeof message, "%s%s", prefix, rest);
 }
+
+const char *mori__escape(char *out, size_t cap, const void *text, size_t len, size_t max) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = text;
+  size_t n = 0, i = 0;
+  size_t room = cap > 32 ? cap - 32 : cap; /* what is left keeps the "... (N bytes)" */
+  if (cap == 0) return out;
+  for (; i < len && i < max; i++) {
+    unsigned char c = s[i];
+    int plain = c >= 0x20 && c < 0x7f;
+    if (n + (plain ? 1 : 4) >= room) break;
+    if (plain) {
+      out[n++] = (char)c;
+    } else {
+      out[n++] = '\\';
+      out[n++] = 'x';
+      out[n++] = hex[c >> 4];
+      out[n++] = hex[c & 15];
+    }
+  }
+  out[n] = '\0';
+  if (i < len) snprintf(out + n, cap - n, "... (%zu bytes)", len);
+  return out;
+}

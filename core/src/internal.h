@@ -273,8 +273,12 @@ void mori__signal_release_all(void);
 
 /* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
 
+/* MORI_ERANGE naming the limit if group is longer than
+ * MORI_SYMM_GROUP_MAX: what every rendezvous entry point checks first. */
+int mori__group_check(const char *group);
 /* mori_symm/<group>/<incarnation>/<seq>/<what>/<rank>; MORI_ESTATE if the
- * group has no incarnation yet (mori__publish_request agrees on it). */
+ * group has no incarnation yet (mori__publish_request agrees on it),
+ * MORI_ERANGE if it does not fit n bytes (never cut short). */
 int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank);
 /* Gets what/<r> for every rank r != self into vals/lens (malloc'd; free
  * with mori__free_vals); ends early with MORI_EPEER on a peer's abort, and

@@ -24,6 +24,17 @@
 #include <time.h>
 
 #define ID_HEX 32 /* 128 bits */
+/* Every key below fits this, NUL included, or is refused: a key cut short
+ * would alias another (two ranks' joins, say).  The longest is
+ * mori_symm/<group>/<incarnation: 64>/<seq: 20 digits>/mapped/<rank: 4 digits>,
+ * which leaves the group MORI_SYMM_GROUP_MAX bytes. */
+#define KEY_MAX 512
+#define KEY_LONGEST_BUT_GROUP (sizeof "mori_symm//" - 1 + 64 + 1 + 20 + sizeof "/mapped/" - 1 + 4)
+_Static_assert(MORI_SYMM_GROUP_MAX + KEY_LONGEST_BUT_GROUP == KEY_MAX - 1,
+               "MORI_SYMM_GROUP_MAX is what the longest key leaves");
+_Static_assert(MORI_WIRE_MAX_WORLD <= 10000, "a rank takes at most 4 digits");
+/* Of a peer's abort reason, the most bytes an error shows (escaped). */
+#define PEER_TEXT_SHOWN 400
 
 typedef char hex_id[ID_HEX + 1];
 
@@ -37,6 +48,7 @@ typedef struct incarnation {
   hex_id id;
   uint64_t lead_seq; /* the rendezvous that led, which answers joins */
   hex_id *answered;  /* its joins answered per rank, until it takes them */
+  hex_id joined;     /* a member: the nonce of its join, whose answer it took */
   char group[];
 } incarnation;
 
@@ -76,20 +88,39 @@ static int is_hex_id(const void *value, size_t len) {
 
 /* ---- keys ---- */
 
-int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
-  if (w->incarnation[0] == '\0')
-    return mori__error(MORI_ESTATE, "rendezvous: group %s has no incarnation yet", w->group);
-  snprintf(out, n, "mori_symm/%s/%s/%llu/%s/%d", w->group, w->incarnation,
-           (unsigned long long)w->seq, what, rank);
+int mori__group_check(const char *group) {
+  size_t n = strlen(group);
+  char shown[96];
+  if (n > MORI_SYMM_GROUP_MAX)
+    return mori__error(MORI_ERANGE,
+                       "rendezvous: group name '%s' is %zu bytes, longer than the %d its store "
+                       "keys leave for it (MORI_SYMM_GROUP_MAX)",
+                       mori__escape(shown, sizeof shown, group, n, 40), n, MORI_SYMM_GROUP_MAX);
   return 0;
 }
 
-static void join_key(char *out, size_t n, const char *group, int rank) {
-  snprintf(out, n, "mori_symm/%s/join/%d", group, rank);
+/* What snprintf made of a key: whole, or refused (cut short, it could be
+ * another key). */
+static int key_made(int n, size_t cap, const char *out) {
+  if (n >= 0 && (size_t)n < cap) return 0;
+  return mori__error(MORI_ERANGE, "rendezvous: a store key would be %d bytes, more than %zu: %.60s...",
+                     n, cap - 1, out);
 }
 
-static void answer_key(char *out, size_t n, const char *group, int rank, const char *nonce) {
-  snprintf(out, n, "mori_symm/%s/incarnation/%d/%s", group, rank, nonce);
+int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
+  if (w->incarnation[0] == '\0')
+    return mori__error(MORI_ESTATE, "rendezvous: group %s has no incarnation yet", w->group);
+  return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu/%s/%d", w->group, w->incarnation,
+                           (unsigned long long)w->seq, what, rank),
+                  n, out);
+}
+
+static int join_key(char *out, size_t n, const char *group, int rank) {
+  return key_made(snprintf(out, n, "mori_symm/%s/join/%d", group, rank), n, out);
+}
+
+static int answer_key(char *out, size_t n, const char *group, int rank, const char *nonce) {
+  return key_made(snprintf(out, n, "mori_symm/%s/incarnation/%d/%s", group, rank, nonce), n, out);
 }
 
 /* ---- agreeing on the incarnation ---- */
@@ -101,11 +132,11 @@ static void answer_key(char *out, size_t n, const char *group, int rank, const c
  * trip. */
 static int answer_join(const mori_window *w, mori_store *store, hex_id *answered, int r,
                        int reread) {
-  char key[512];
+  char key[KEY_MAX];
   void *join = NULL;
   size_t len = 0;
   if (answered[r][0] && !reread) return 0;
-  join_key(key, sizeof key, w->group, r);
+  MORI_GUARD(join_key(key, sizeof key, w->group, r));
   int rc = store->get(store, key, &join, &len, 0);
   if (rc == MORI_ETIMEDOUT) return 0; /* not joined yet */
   if (rc != 0) return rc;
@@ -119,7 +150,7 @@ static int answer_join(const mori_window *w, mori_store *store, hex_id *answered
   }
   free(join);
   if (!fresh) return 0;
-  answer_key(key, sizeof key, w->group, r, answered[r]);
+  MORI_GUARD(answer_key(key, sizeof key, w->group, r, answered[r]));
   return store->set(store, key, w->incarnation, ID_HEX);
 }
 
@@ -136,14 +167,15 @@ static int lead(mori_window *w, mori_store *store, incarnation *inc) {
 }
 
 static int join(mori_window *w, mori_store *store, incarnation *inc, int timeout_ms) {
-  char key[512];
+  char key[KEY_MAX];
   hex_id nonce;
   void *id = NULL;
   size_t len = 0;
   random_hex(nonce);
-  join_key(key, sizeof key, w->group, w->rank);
+  memcpy(inc->joined, nonce, sizeof nonce);
+  MORI_GUARD(join_key(key, sizeof key, w->group, w->rank));
   MORI_GUARD(store->set(store, key, nonce, ID_HEX));
-  answer_key(key, sizeof key, w->group, w->rank, nonce);
+  MORI_GUARD(answer_key(key, sizeof key, w->group, w->rank, nonce));
   int rc = store->get(store, key, &id, &len, timeout_ms);
   if (rc == MORI_ETIMEDOUT)
     return mori__error(MORI_ETIMEDOUT,
@@ -169,11 +201,12 @@ static int launcher_incarnation(mori_window *w, const char *id) {
   for (size_t i = 0; ok && i < n; i++)
     ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'z') ||
          (id[i] >= 'A' && id[i] <= 'Z') || id[i] == '-' || id[i] == '_';
+  char shown[128];
   if (!ok)
     return mori__error(MORI_EINVAL,
-                       "rendezvous: the store's incarnation '%.80s' is not 1-64 letters, digits, "
+                       "rendezvous: the store's incarnation '%s' is not 1-64 letters, digits, "
                        "'-' or '_'",
-                       id);
+                       mori__escape(shown, sizeof shown, id, n, 80));
   memcpy(w->incarnation, id, n + 1);
   return 0;
 }
@@ -236,15 +269,16 @@ static hex_id *take_answering(const mori_window *w) {
 
 /* MORI_EPEER if a peer published an abort for this rendezvous. */
 static int check_abort(mori_window *w, mori_store *store, const char *what) {
-  char key[512];
+  char key[KEY_MAX];
   void *why = NULL;
   size_t why_len = 0;
   if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
   int rc = store->get(store, key, &why, &why_len, 0);
   if (rc == MORI_ETIMEDOUT) return 0; /* no abort */
   if (rc != 0) return rc;
-  rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %.*s", what,
-                       (int)why_len, (const char *)why);
+  char shown[PEER_TEXT_SHOWN + 64];
+  mori__escape(shown, sizeof shown, why, why_len, PEER_TEXT_SHOWN);
+  rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %s", what, shown);
   free(why);
   return rc;
 }
@@ -284,14 +318,75 @@ static void nap_us(double us, double left_ms) {
   nanosleep(&ts, NULL);
 }
 
+/* The id now answering rank r's join nonce, if it is one other than w's:
+ * 1 with other filled, else 0 (a failed read says nothing here). */
+static int answer_differs(const mori_window *w, mori_store *store, int r, const char *nonce,
+                          hex_id other) {
+  char key[KEY_MAX];
+  void *v = NULL;
+  size_t len = 0;
+  if (answer_key(key, sizeof key, w->group, r, nonce) != 0 ||
+      store->get(store, key, &v, &len, 0) != 0)
+    return 0;
+  int differs = is_hex_id(v, len) && memcmp(v, w->incarnation, ID_HEX) != 0;
+  if (differs) {
+    memcpy(other, v, ID_HEX);
+    other[ID_HEX] = '\0';
+  }
+  free(v);
+  return differs;
+}
+
+/* The nonce of this process's join in group, if it joined one. */
+static int joined_nonce(const char *group, hex_id out) {
+  pthread_mutex_lock(&incarnation_lock);
+  incarnation *inc = incarnation_find(group);
+  int joined = inc != NULL && inc->joined[0];
+  if (joined) memcpy(out, inc->joined, sizeof inc->joined);
+  pthread_mutex_unlock(&incarnation_lock);
+  return joined;
+}
+
+/* Why a wait under an id agreed in-band may have timed out, when the
+ * store says more than the timeout: the answer under a join (a missing
+ * rank's, for the leader; its own, for a member) is another id than the
+ * one this rank works under.  Two leaders answered it: another run of the
+ * group on this store at the same time, or someone writing into the
+ * store.  MORI_EMISMATCH naming both ids, or 0. */
+static int ids_differ(const mori_window *w, mori_store *store, hex_id *answering,
+                      void *const *vals, const char *what, const char *missing, int timeout_ms) {
+  hex_id other, nonce;
+  if (store->incarnation != NULL) return 0; /* the launcher's id: no joins */
+  for (int r = 0; answering != NULL && r < w->world; r++)
+    if (r != w->rank && vals[r] == NULL && answering[r][0] &&
+        answer_differs(w, store, r, answering[r], other))
+      return mori__error(MORI_EMISMATCH,
+                         "rendezvous: the incarnations differ: rank %d's join %s is answered "
+                         "with %s, not with this leader's %s (another leader of group %s on "
+                         "this store at the same time, or someone writing into it, answered "
+                         "it too), and rank %d works under that id; no %s from rank(s) %s "
+                         "within %d ms",
+                         r, answering[r], other, w->incarnation, w->group, r, what, missing,
+                         timeout_ms);
+  if (w->rank != 0 && joined_nonce(w->group, nonce) &&
+      answer_differs(w, store, w->rank, nonce, other))
+    return mori__error(MORI_EMISMATCH,
+                       "rendezvous: the incarnations differ: this rank took %s from the answer "
+                       "to its join %s, which now says %s (two leaders answered it: another "
+                       "run of group %s on this store at the same time, or someone writing "
+                       "into it); no %s from rank(s) %s within %d ms",
+                       w->incarnation, nonce, other, w->group, what, missing, timeout_ms);
+  return 0;
+}
+
 /* Gets what/<r> for every rank r != self.  Waits on one key at a time in
  * short slices, so that an abort key published by a failing peer ends the
  * wait early; on a timeout names every rank still missing.  A leader in
  * its first rendezvous also answers joins while it waits, so it looks at
  * every missing rank in each pass and sleeps on any change in between. */
 static int gather(mori_window *w, mori_store *store, const char *what, void **vals, size_t *lens,
-                  int timeout_ms, hex_id *answering, int stop_on_abort) {
-  char key[512], missing[256] = "";
+                  int timeout_ms, hex_id *answering, int stop_on_abort, const char *or_what) {
+  char key[KEY_MAX], missing[256] = "";
   int remaining = w->world - 1;
   double started = mori__now_us(), deadline = started + timeout_ms * 1e3, reread_at = started;
   for (;;) {
@@ -307,6 +402,10 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
       MORI_GUARD(mori__store_key(key, sizeof key, w, what, r));
       int slice = answering ? 0 : remaining > 4 ? 2 : 10;
       int get = store->get(store, key, &vals[r], &lens[r], slice);
+      if (get == MORI_ETIMEDOUT && or_what != NULL) { /* or that rank's other word */
+        MORI_GUARD(mori__store_key(key, sizeof key, w, or_what, r));
+        get = store->get(store, key, &vals[r], &lens[r], 0);
+      }
       if (get == 0) remaining--;
       else if (get != MORI_ETIMEDOUT) return get;
     }
@@ -324,13 +423,15 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
       size_t m = strlen(missing);
       snprintf(missing + m, sizeof missing - m, "%s%d", n++ ? "," : "", r);
     }
+  int rc = ids_differ(w, store, answering, vals, what, missing, timeout_ms);
+  if (rc != 0) return rc;
   return mori__error(MORI_ETIMEDOUT, "timed out after %d ms waiting for %s from rank(s) %s",
                      timeout_ms, what, missing);
 }
 
 int mori__gather(mori_window *w, mori_store *store, const char *what, void **vals,
                  size_t *lens, int timeout_ms) {
-  return gather(w, store, what, vals, lens, timeout_ms, NULL, 1);
+  return gather(w, store, what, vals, lens, timeout_ms, NULL, 1, NULL);
 }
 
 void mori__free_vals(void **vals, int n) {
@@ -343,7 +444,7 @@ void mori__free_vals(void **vals, int n) {
  * joins until every member's request shows it has the id (and so will find
  * the abort), or the timeout. */
 static int abort_window(mori_window *w, mori_store *store, const char *why, int timeout_ms) {
-  char key[512], text[768];
+  char key[KEY_MAX], text[768];
   hex_id *answering = NULL;
   int rc = 0;
   if (!w->incarnation[0]) {
@@ -351,14 +452,18 @@ static int abort_window(mori_window *w, mori_store *store, const char *why, int 
     if (rc == 0) answering = take_answering(w);
   }
   if (rc == 0) rc = mori__store_key(key, sizeof key, w, "abort", 0);
-  if (rc == 0) {
-    int n = snprintf(text, sizeof text, "rank %d: %s", w->rank, why);
-    rc = store->set(store, key, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1));
-  }
+  int n = snprintf(text, sizeof text, "rank %d: %s", w->rank, why);
+  size_t len = (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1);
+  if (rc == 0) rc = store->set(store, key, text, len);
+  /* ... and under this rank: a leader still answering joins learns that
+   * this rank has the id, and will send no request. */
+  if (rc == 0 && w->rank != 0) rc = mori__store_key(key, sizeof key, w, "abort", w->rank);
+  if (rc == 0 && w->rank != 0) rc = store->set(store, key, text, len);
   if (rc == 0 && answering) {
     void **vals = mori_calloc((size_t)w->world, sizeof *vals);
     size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
-    if (vals && lens) (void)gather(w, store, "req", vals, lens, timeout_ms, answering, 0);
+    if (vals && lens)
+      (void)gather(w, store, "req", vals, lens, timeout_ms, answering, 0, "abort");
     if (vals) mori__free_vals(vals, w->world);
     free(vals);
     free(lens);
@@ -397,7 +502,7 @@ int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world,
 int mori__publish_request(mori_window *w, mori_store *store, const mori_request *q) {
   uint8_t buf[MORI_WIRE_REQUEST_MAX];
   size_t len = 0;
-  char key[512];
+  char key[KEY_MAX];
   MORI_GUARD(incarnation_get(w, store, mori_symm_timeout_ms()));
   int wrc = mori_wire_encode_request(q, buf, sizeof buf, &len);
   if (wrc != 0) return mori__error(MORI_EPROTO, "encode request: %s", mori_wire_strerror(wrc));
@@ -411,7 +516,7 @@ int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
   void **vals = mori_calloc((size_t)w->world, sizeof *vals);
   size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
   int rc = vals && lens ? 0 : mori__nomem("rendezvous");
-  if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms, answering, 1);
+  if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms, answering, 1, NULL);
   free(answering); /* every rank has the id now, or this rendezvous failed */
   for (int r = 0; rc == 0 && r < w->world; r++) {
     if (r == w->rank) continue;
@@ -429,7 +534,7 @@ int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
 /* Sets what/<self> and waits for what/<r> of every other rank: a barrier
  * through the store that an abort ends early. */
 int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int timeout_ms) {
-  char key[512];
+  char key[KEY_MAX];
   MORI_GUARD(mori__store_key(key, sizeof key, w, what, w->rank));
   /* Everything that can fail here fails before the own key is set: once
    * it is, peers may pass the barrier whatever this rank does next. */

@@ -55,16 +55,20 @@ static int key_is_plain(unsigned char c, size_t at) {
   return c == '_' || c == '-' || (c == '.' && at > 0);
 }
 
-/* <prefix><encoded key> into out (KEY_NAME_MAX + 1 bytes at least). */
+/* <prefix><encoded key> into out, whose cap leaves KEY_NAME_MAX bytes for
+ * the encoded key after the prefix (and its NUL): a key whose encoding is
+ * longer is refused, one of exactly KEY_NAME_MAX taken. */
 static int key_name(const char *key, const char *prefix, char *out, size_t cap) {
   static const char hex[] = "0123456789ABCDEF";
-  size_t n = (size_t)snprintf(out, cap, "%s", prefix);
+  size_t n = (size_t)snprintf(out, cap, "%s", prefix), limit = n + KEY_NAME_MAX;
   if (!key || !*key) return mori__error(MORI_EINVAL, "file store: empty key");
   for (size_t i = 0; key[i]; i++) {
     unsigned char c = (unsigned char)key[i];
-    if (n + 4 > cap)
-      return mori__error(MORI_EINVAL, "file store: key '%s' is too long (encoded > %zu bytes)",
-                         key, cap - 1);
+    size_t need = key_is_plain(c, i) ? 1 : 3;
+    if (n + need > limit || n + need >= cap)
+      return mori__error(MORI_EINVAL,
+                         "file store: key '%s' is too long (encoded, more than %d bytes)", key,
+                         KEY_NAME_MAX);
     if (key_is_plain(c, i)) {
       out[n++] = (char)c;
     } else {

@@ -490,6 +490,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                          mori_store *store, mori_window **out, size_t *offset) {
   if (group == NULL || *group == '\0' || store == NULL || out == NULL)
     return mori__error(MORI_EINVAL, "rendezvous: group, store and out are required");
+  MORI_GUARD(mori__group_check(group));
   if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
     return mori__error(MORI_ERANGE, "rendezvous: rank %d / world_size %d out of range", rank,
                        world_size);
@@ -541,6 +542,7 @@ int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori
                                const char *why) {
   if (group == NULL || *group == '\0' || store == NULL)
     return mori__error(MORI_EINVAL, "rendezvous abort: group and store are required");
+  MORI_GUARD(mori__group_check(group));
   if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
     return mori__error(MORI_ERANGE, "rendezvous abort: rank %d / world_size %d out of range",
                        rank, world_size);

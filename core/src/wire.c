@@ -41,7 +41,8 @@ static const struct {
     {MORI_WIRE_ERANK, "rank or world_size out of range"},
     {MORI_WIRE_ESIZE, "inconsistent alloc, buffer or signal pad sizes"},
     {MORI_WIRE_EHANDLE, "unknown handle type or fabric blob of the wrong length"},
-    {MORI_WIRE_ESTRING, "bad socket name: too long, embedded NUL, or present iff not posix_fd"},
+    {MORI_WIRE_ESTRING,
+     "bad socket name: too long, a NUL or control character, or present iff not posix_fd"},
     {MORI_WIRE_ETRAILING, "bytes after the last field"},
     {MORI_WIRE_ENOSPACE, "buffer too small for the encoding"},
     {MORI_WIRE_ESLOTS, "signal slot bitmap names a slot that does not exist"},
@@ -194,7 +195,9 @@ static int check_request(const mori_request *r, const uint8_t *name, size_t name
   if (fabric_len != (is_fabric ? MORI_WIRE_FABRIC_SIZE : 0)) return MORI_WIRE_EHANDLE;
 
   if (name_len > MORI_WIRE_SOCKET_NAME_MAX || (name_len > 0) != is_fd) return MORI_WIRE_ESTRING;
-  if (name_len && memchr(name, '\0', name_len)) return MORI_WIRE_ESTRING;
+  /* a path has no NUL, and no control character a message would carry to a terminal */
+  for (size_t i = 0; i < name_len; i++)
+    if (name[i] < 0x20 || name[i] == 0x7f) return MORI_WIRE_ESTRING;
   return MORI_WIRE_OK;
 }
 

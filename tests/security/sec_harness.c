@@ -119,6 +119,7 @@ static void before_op(plan_store *p, const char *key, char kind) {
                           (long)(p->plan->delay_first_op_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
   }
+  if (p->plan->before_op) p->plan->before_op(key, kind, p->plan->before_op_ctx);
   if (p->plan->kill_at_op == p->ops) raise(SIGKILL);
   char kill_on = p->plan->kill_on ? p->plan->kill_on : 's';
   if (kind == kill_on && p->plan->kill_at_key && strstr(key, p->plan->kill_at_key)) raise(SIGKILL);
@@ -194,6 +195,7 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
                    ctx->store, rp, 0};
   char err[800] = "-";
   setenv("MORI_SIM_WAIT_TIMEOUT_MS", "2000", 0); /* a barrier with a dead peer fails soon */
+  if (rp->socket_dir) setenv("MORI_SYMM_SOCKET_DIR", rp->socket_dir, 1);
   int bad = 0, rc = mori_shim_select("sim") == 0 ? 0 : MORI_EINVAL;
   mori_symm_set_timeout_ms(plan->timeout_ms ? plan->timeout_ms : 400);
   void *base = NULL;
@@ -228,10 +230,24 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 void sec_launch(const char *dir, int world, const sec_plan *plan, mori_rank_result *res) {
   int timeout = plan->timeout_ms ? plan->timeout_ms : 400;
   /* Generous: a rank must fail within its timeout, but the host is loaded. */
-  mori_launch_at(dir, world, sec_rank_rendezvous, (void *)plan, 20 * timeout + 10000, res);
+  int deadline = plan->deadline_ms ? plan->deadline_ms : 20 * timeout + 10000;
+  mori_launch_at(dir, world, sec_rank_rendezvous, (void *)plan, deadline, res);
   for (int r = 0; r < world; r++)
     if (res[r].hung || (res[r].signal && res[r].signal != SIGKILL))
       fail_msg("rank %d hung %d signal %d: %s", r, res[r].hung, res[r].signal, res[r].msg);
+}
+
+mori_store *sec_store_client(const char *dir) {
+  mori_store *s = NULL;
+  return mori_file_store_open(dir, &s) == 0 ? s : NULL;
+}
+
+void sec_key_sibling(const char *key, const char *what, int rank, char *out, size_t cap) {
+  const char *end = key + strlen(key);
+  int slashes = 0;
+  while (end > key && slashes < 2)
+    if (*--end == '/') slashes++;
+  snprintf(out, cap, "%.*s/%s/%d", (int)(end - key), key, what, rank);
 }
 
 long sec_num(const char *line, const char *key) {

@@ -83,12 +83,17 @@ typedef struct sec_rank_plan {
   /* Called after every set that succeeded. */
   void (*after_set)(const char *key, void *ctx);
   void *after_set_ctx;
+  /* Called before every store operation ('s' set, 'g' get, 'a' add). */
+  void (*before_op)(const char *key, char kind, void *ctx);
+  void *before_op_ctx;
   size_t nofile_headroom; /* > 0: RLIMIT_NOFILE leaves this - 1 fds to open in rendezvous */
   const char *secret;     /* written at the start of the buffer before rendezvous */
+  const char *socket_dir; /* MORI_SYMM_SOCKET_DIR of this rank (NULL: the launcher's) */
 } sec_rank_plan;
 
 typedef struct sec_plan {
   int timeout_ms;         /* rendezvous timeout (0: 400) */
+  int deadline_ms;        /* the launch's, past which a rank is a hang (0: 20 timeouts + 10 s) */
   int in_band;            /* hide the launcher's incarnation: ranks agree one in-band */
   sec_rank_plan rank[4];
 } sec_plan;
@@ -103,6 +108,13 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen);
  * if a rank hung (it must fail within its timeout instead) or died of a
  * signal other than SIGKILL. */
 void sec_launch(const char *dir, int world, const sec_plan *plan, mori_rank_result *res);
+
+/* A second client of the store in dir (malloc'd by the library; destroy
+ * it), as another process writing into the job's store would be. */
+mori_store *sec_store_client(const char *dir);
+/* key with its last two components replaced by what/rank
+ * ("mori_symm/g/<id>/0/req/1" -> ".../abort/0"); out has cap bytes. */
+void sec_key_sibling(const char *key, const char *what, int rank, char *out, size_t cap);
 
 /* The value of " key=" in a rank's line (-1 if absent), and its error. */
 long sec_num(const char *line, const char *key);

@@ -232,6 +232,30 @@ static void a_request_naming_a_socket_anyone_could_have_bound_gets_no_fd(void **
   scene_close(&sc);
 }
 
+/* A socket of another user in a directory of ours nobody else can write
+ * (root put it there and gave it away): the directory passes, so only the
+ * check of the socket's own owner stands between it and the fd. */
+static void a_socket_of_another_user_in_our_private_directory_gets_no_fd(void **s) {
+  (void)s;
+  SEC_NEED_ROOT("a socket owned by another uid");
+  scene sc;
+  scene_open(&sc, geteuid(), 0700);
+  listener l = listener_start_as(SEC_OTHER_UID, 1, sc.socket, NULL);
+  assert_int_equal(chown(sc.socket, SEC_OTHER_UID, SEC_OTHER_UID), 0);
+  tamper t = {0, 0, sc.socket};
+  sec_plan plan = {.timeout_ms = 1500};
+  plan.rank[0].rewrite = tamper_request;
+  plan.rank[0].rewrite_ctx = &t;
+  mori_rank_result res[2];
+  sec_launch(sc.dir, 2, &plan, res);
+  int got = listener_stop(&l);
+  print_message("rank 0: %s\n", sec_err(res[0].msg));
+  if (got != 0) fail_msg("the socket at %s was sent %d fd(s)", sc.socket, got);
+  if (!strstr(sec_err(res[0].msg), "is a socket of uid 64011"))
+    fail_msg("rank 0's error does not say the socket is uid 64011's: %s", res[0].msg);
+  scene_close(&sc);
+}
+
 /* Socket activation turned against a rank: root binds a socket in a
  * directory of root's and hands its reading end to a process of another
  * user.  The socket, its directory and the uid the request claims are all
@@ -412,6 +436,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_request_with_our_uid_naming_another_user_s_socket_gets_no_fd),
       cmocka_unit_test(a_request_naming_a_socket_anyone_could_have_bound_gets_no_fd),
       cmocka_unit_test(a_socket_of_ours_read_by_another_user_s_process_gets_no_fd),
+      cmocka_unit_test(a_socket_of_another_user_in_our_private_directory_gets_no_fd),
       cmocka_unit_test(datagrams_from_non_members_are_dropped_and_the_exchange_completes),
       cmocka_unit_test(an_exchange_that_times_out_reports_the_non_members_it_dropped),
       cmocka_unit_test(a_member_that_misbehaves_still_fails_the_exchange),

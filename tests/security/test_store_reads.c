@@ -182,6 +182,27 @@ static void a_fifo_as_a_lock_file_is_refused(void **state) {
   assert_refused(f, 1, "FIFO lock file", "not a regular file");
 }
 
+/* The largest value set can take, get must give back: whole. */
+static void a_value_of_exactly_the_largest_size_is_set_and_read_back(void **state) {
+  fixture *f = *state;
+  mori_store *s;
+  assert_int_equal(mori_file_store_open(f->dir, &s), 0);
+  size_t max = MORI_STORE_VALUE_MAX;
+  char *v = malloc(max);
+  for (size_t i = 0; i < max; i++) v[i] = (char)('a' + i % 26);
+  void *got = NULL;
+  size_t len = 0;
+  int set = s->set(s, "k", v, max);
+  int get = set == 0 ? s->get(s, "k", &got, &len, 0) : set;
+  s->destroy(s);
+  if (set != 0 || get != 0)
+    fail_msg("a value of exactly %zu bytes: set %d, get %d: %s", max, set, get, mori_last_error());
+  assert_int_equal(len, max);
+  assert_memory_equal(got, v, max);
+  free(got);
+  free(v);
+}
+
 static void a_value_larger_than_any_entry_is_refused_by_set(void **state) {
   fixture *f = *state;
   mori_store *s;
@@ -205,6 +226,8 @@ int main(int argc, char **argv) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(a_symlink_as_a_key_is_not_followed, setup, teardown),
       cmocka_unit_test_setup_teardown(a_fifo_as_a_lock_file_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_value_of_exactly_the_largest_size_is_set_and_read_back,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(a_value_larger_than_any_entry_is_refused_by_set, setup,
                                       teardown),
   };

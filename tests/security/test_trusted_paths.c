@@ -117,6 +117,21 @@ static void a_symlink_to_our_own_directory_is_refused(void **state) {
   assert_refused(link, link, "symlink");
 }
 
+/* dir/link -> dir/real, and the path through it: dir/link/leaf.  Only the
+ * last component of a path was ever opened with O_NOFOLLOW by name; a
+ * parent component must be refused as a symlink too. */
+static void a_symlink_in_a_parent_component_is_refused(void **state) {
+  fixture *f = *state;
+  make_dir(f, "real", 0700, geteuid());
+  char leaf[600], link[600];
+  snprintf(leaf, sizeof leaf, "%s/leaf", f->path);
+  assert_int_equal(mkdir(leaf, 0700), 0);
+  snprintf(link, sizeof link, "%s/link", f->dir);
+  assert_int_equal(symlink(f->path, link), 0);
+  snprintf(f->path, sizeof f->path, "%s/leaf", link);
+  assert_refused(f->path, link, "symlink");
+}
+
 /* dir/parent (mode, owner) holding ours/ (0700, ours): whoever can change
  * the parent could rename ours/ away and put theirs in its place. */
 static void assert_refused_under_parent(fixture *f, mode_t mode, uid_t owner, const char *why) {
@@ -222,6 +237,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(a_directory_others_can_write_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(a_directory_its_group_can_write_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(a_symlink_to_our_own_directory_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_symlink_in_a_parent_component_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(a_parent_another_user_owns_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(a_parent_others_can_write_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(a_relative_path_is_refused, setup, teardown),

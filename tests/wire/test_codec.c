@@ -475,6 +475,13 @@ static void request_socket_name_defects_are_estring(void **state) {
   assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
   len = raw_request(&fab, "s", 1, blob, sizeof blob, 0, buf); /* fabric has none */
   assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
+  /* a control character would reach the messages that name the socket */
+  len = raw_request(&fd, "/tmp/\x1b[2J", 9, NULL, 0, 0, buf);
+  assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
+  len = raw_request(&fd, "/tmp/a\rb", 8, NULL, 0, 0, buf);
+  assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
+  len = raw_request(&fd, "/tmp/\x7f", 6, NULL, 0, 0, buf);
+  assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
 
   /* The encoder refuses the same. */
   memset(fd.socket_name, 0, sizeof fd.socket_name);
@@ -483,6 +490,8 @@ static void request_socket_name_defects_are_estring(void **state) {
   assert_int_equal(mori_wire_encode_request(&fd, buf, sizeof buf, &len), MORI_WIRE_ESTRING);
   strcpy(fab.socket_name, "s");
   assert_int_equal(mori_wire_encode_request(&fab, buf, sizeof buf, &len), MORI_WIRE_ESTRING);
+  strcpy(fd.socket_name, "/tmp/\x1b");
+  assert_int_equal(mori_wire_encode_request(&fd, buf, sizeof buf, &len), MORI_WIRE_ESTRING);
 }
 
 static void request_bytes_after_the_last_field_are_etrailing(void **state) {

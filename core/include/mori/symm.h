@@ -124,9 +124,15 @@ typedef struct mori_window mori_window;
 MORI_API int mori_window_retain(mori_window *w);
 MORI_API int mori_window_release(mori_window *w);
 
+/* The longest group name: every store key of a rendezvous holds the name
+ * and fits 511 bytes (a key cut short would alias another rank's).  A
+ * longer one is refused with MORI_ERANGE before anything is done. */
+#define MORI_SYMM_GROUP_MAX 403
+
 /* Collective over group (rank/world of this process in it; store shared by
- * the group).  ptr may be interior to a block; *offset receives its offset.
- * A repeated call for the same (block, group) is a table lookup. */
+ * the group; at most MORI_SYMM_GROUP_MAX bytes).  ptr may be interior to a
+ * block; *offset receives its offset.  A repeated call for the same
+ * (block, group) is a table lookup. */
 MORI_API int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
                          mori_store *store, mori_window **out, size_t *offset);
 /* For a rank that will not make the group's next rendezvous (its

@@ -27,6 +27,13 @@ int mori__nomem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mori__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Appends to the current message (" (while ...)"). */
 void mori__error_suffix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Text from the store or a peer, fit for a message or a log line: every
+ * byte but printable ASCII (control characters, DEL, bytes from 0x80) is
+ * written \xNN, so nothing reaches a terminal as a control (a backslash
+ * stays one: text a peer relays is not escaped twice); at most max bytes
+ * of it are shown, then "... (N bytes)".  out (cap bytes) always ends with
+ * a NUL; returns out. */
+const char *mori__escape(char *out, size_t cap, const void *text, size_t len, size_t max);
 
 #define MORI_GUARD(expr)                                                             \
   do {                                                                               \

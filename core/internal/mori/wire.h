@@ -49,7 +49,7 @@ enum {
   MORI_WIRE_ERANK = -7,      /* rank >= world_size, world_size 0 or > MAX_WORLD */
   MORI_WIRE_ESIZE = -8,      /* buffer/pad/alloc sizes inconsistent */
   MORI_WIRE_EHANDLE = -9,    /* unknown handle type, or blob length wrong for it */
-  MORI_WIRE_ESTRING = -10,   /* socket name too long, embedded NUL, or empty for fd */
+  MORI_WIRE_ESTRING = -10,   /* socket name too long, a NUL or control character, or empty for fd */
   MORI_WIRE_ETRAILING = -11, /* bytes after the last field before the CRC */
   MORI_WIRE_ENOSPACE = -12,  /* encode: buffer too small */
   MORI_WIRE_ESLOTS = -13     /* signal slot bitmap names a slot past MORI_WIRE_SIGNAL_SLOTS */
