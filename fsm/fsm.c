@@ -39,9 +39,12 @@
  *   does not change.
  *
  * ALLOCATED (block):
- *   ACCESSIBLE, and the memory is zeroed (torch's pad must read 0).
- *   Nothing has been exported: no exported fd.  alloc() leaves the block
- *   here, usable; its first rendezvous exports it, or free() releases it.
+ *   ACCESSIBLE, and the memory is zeroed (torch's pad must read 0), or
+ *   its zeroing is queued on the caller's stream with an event after it
+ *   (0..1 zero event: an allocation on a stream; the block's first
+ *   rendezvous waits for it and gives it back).  Nothing has been
+ *   exported: no exported fd.  alloc() leaves the block here, usable; its
+ *   first rendezvous exports it, or free() releases it.
  *
  * EXPORTED (block):
  *   ALLOCATED plus the exported fd of the POSIX-fd path (0..1: the fabric
@@ -58,11 +61,15 @@
  *   none), before anything is published, so that peers' datagrams always
  *   find it.
  *
- * PUBLISHED, GATHERED, VALIDATED, SLOT_TAKEN (window):
+ * PUBLISHED, GATHERED, VALIDATED (window):
  *   The ledger is BOUND's; what moves on is outside it: the own request is
  *   in the store (peers may act on it; a failure from here on publishes an
- *   abort), then every peer's request is decoded, then the world agrees,
- *   then the window's private signal slot is chosen.
+ *   abort), then every peer's request is decoded, then the world agrees.
+ *
+ * SLOT_TAKEN (window):
+ *   BOUND plus exactly one signal slot: the window's private area of its
+ *   block's signal pad, marked taken on the block until it is given back
+ *   (and then marked for zeroing before its next use).
  *
  * EXCHANGED (window):
  *   Every peer's fd received on the fd path (0..world-1 received fds: the
@@ -88,7 +95,9 @@
  *
  * TABLES_BUILT (window):
  *   SLOTS_ACCESSIBLE plus exactly one device table (the buffer pointers,
- *   then the signal pad pointers), the host tables filled.
+ *   then the signal pad pointers), the host tables filled, and the signal
+ *   state (0..1: none when the block has no signal pad), whose release
+ *   also drops the watchdog's entries for the window.
  *
  * MAPPED (window):
  *   TABLES_BUILT, and every rank has mapped (the store barrier): the window
@@ -105,12 +114,17 @@
 /* The ledgers the steps build on, as designated initializers. */
 #define BLOCK_RESERVED [MORI_RES_PHYS_HANDLE] = EXACT(1), [MORI_RES_LOCAL_RESERVATION] = EXACT(1)
 #define BLOCK_BACKED BLOCK_RESERVED, [MORI_RES_LOCAL_MAPPING] = EXACT(1)
+#define BLOCK_ZEROED BLOCK_BACKED, [MORI_RES_ZERO_EVENT] = UPTO(1)
 #define WINDOW_BOUND [MORI_RES_BLOCK_REF] = EXACT(1), [MORI_RES_CHANNEL] = UPTO(1)
-#define WINDOW_EXCHANGED [MORI_RES_BLOCK_REF] = EXACT(1), [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1)
+#define WINDOW_SLOT WINDOW_BOUND, [MORI_RES_SIGNAL_SLOT] = EXACT(1)
+#define WINDOW_EXCHANGED                                                     \
+  [MORI_RES_BLOCK_REF] = EXACT(1), [MORI_RES_SIGNAL_SLOT] = EXACT(1),        \
+  [MORI_RES_RECEIVED_FD] = UPTO_WORLD(-1)
 #define WINDOW_IMPORTED WINDOW_EXCHANGED, [MORI_RES_IMPORTED_HANDLE] = EXACT_WORLD(-1)
 #define WINDOW_RESERVED WINDOW_IMPORTED, [MORI_RES_SPAN_RESERVATION] = EXACT(1)
 #define WINDOW_BACKED WINDOW_RESERVED, [MORI_RES_SLOT_MAPPING] = EXACT_WORLD(0)
-#define WINDOW_TABLES WINDOW_BACKED, [MORI_RES_DEVICE_TABLE] = EXACT(1)
+#define WINDOW_TABLES                                                        \
+  WINDOW_BACKED, [MORI_RES_DEVICE_TABLE] = EXACT(1), [MORI_RES_SIGNAL_STATE] = UPTO(1)
 
 #define B MORI_FSM_BLOCK
 #define W MORI_FSM_WINDOW
@@ -121,14 +135,14 @@ static const mori__fsm_invariant invariants[] = {
     {B, MORI_WS_RESERVED, {BLOCK_RESERVED}},
     {B, MORI_WS_BACKED, {BLOCK_BACKED}},
     {B, MORI_WS_ACCESSIBLE, {BLOCK_BACKED}},
-    {B, MORI_WS_ALLOCATED, {BLOCK_BACKED}},
-    {B, MORI_WS_EXPORTED, {BLOCK_BACKED, [MORI_RES_EXPORTED_FD] = UPTO(1)}},
+    {B, MORI_WS_ALLOCATED, {BLOCK_ZEROED}},
+    {B, MORI_WS_EXPORTED, {BLOCK_ZEROED, [MORI_RES_EXPORTED_FD] = UPTO(1)}},
     {W, MORI_WS_ATTACHED, {[MORI_RES_BLOCK_REF] = EXACT(1)}},
     {W, MORI_WS_BOUND, {WINDOW_BOUND}},
     {W, MORI_WS_PUBLISHED, {WINDOW_BOUND}},
     {W, MORI_WS_GATHERED, {WINDOW_BOUND}},
     {W, MORI_WS_VALIDATED, {WINDOW_BOUND}},
-    {W, MORI_WS_SLOT_TAKEN, {WINDOW_BOUND}},
+    {W, MORI_WS_SLOT_TAKEN, {WINDOW_SLOT}},
     {W, MORI_WS_EXCHANGED, {WINDOW_EXCHANGED}},
     {W, MORI_WS_RENDEZVOUS, {WINDOW_IMPORTED}},
     {W, MORI_WS_SPAN_RESERVED, {WINDOW_RESERVED}},
@@ -141,28 +155,32 @@ static const mori__fsm_invariant invariants[] = {
 };
 
 /* The tier orders the ledger: entries appear in non-decreasing tier, which
- * is what makes reverse order a safe teardown (tables before the slots they
- * point into, slots before the span, everything before what it was imported
- * or mapped from).  Received fds and imports share a tier: they alternate
- * peer by peer. */
+ * is what makes reverse order a safe teardown (the watchdog's entries
+ * before the cells they watch, tables before the slots they point into,
+ * slots before the span, everything before what it was imported or mapped
+ * from).  Received fds and imports share a tier: they alternate peer by
+ * peer. */
 const mori__res_info mori__res_infos[MORI_RES__COUNT] = {
     [MORI_RES_PHYS_HANDLE] = {"PHYS_HANDLE", "physical handle", "physical handles", 0, 0, 0, 0},
     [MORI_RES_LOCAL_RESERVATION] = {"LOCAL_RESERVATION", "local reservation",
                                     "local reservations", 0, 0, 1, 0},
     [MORI_RES_LOCAL_MAPPING] = {"LOCAL_MAPPING", "local mapping", "local mappings", 0, 0, 2, 0},
+    [MORI_RES_ZERO_EVENT] = {"ZERO_EVENT", "zero event", "zero events", 0, 0, 3, 0},
     /* Deferred: on some ROCm releases an exported fd's lifetime is tied to
      * the physical allocation, and closing it before the final hipMemRelease
      * corrupts that release (mori #618; docs/quirks.md, export-fd-lifetime). */
-    [MORI_RES_EXPORTED_FD] = {"EXPORTED_FD", "exported fd", "exported fds", 0, 0, 3, 1},
-    [MORI_RES_BLOCK_REF] = {"BLOCK_REF", "block reference", "block references", 0, 0, 4, 0},
-    [MORI_RES_CHANNEL] = {"CHANNEL", "channel", "channels", 0, 0, 5, 0},
-    [MORI_RES_RECEIVED_FD] = {"RECEIVED_FD", "received fd", "received fds", 1, 1, 6, 0},
+    [MORI_RES_EXPORTED_FD] = {"EXPORTED_FD", "exported fd", "exported fds", 0, 0, 4, 1},
+    [MORI_RES_BLOCK_REF] = {"BLOCK_REF", "block reference", "block references", 0, 0, 5, 0},
+    [MORI_RES_CHANNEL] = {"CHANNEL", "channel", "channels", 0, 0, 6, 0},
+    [MORI_RES_SIGNAL_SLOT] = {"SIGNAL_SLOT", "signal slot", "signal slots", 0, 0, 7, 0},
+    [MORI_RES_RECEIVED_FD] = {"RECEIVED_FD", "received fd", "received fds", 1, 1, 8, 0},
     [MORI_RES_IMPORTED_HANDLE] = {"IMPORTED_HANDLE", "imported handle", "imported handles", 1, 1,
-                                  6, 0},
+                                  8, 0},
     [MORI_RES_SPAN_RESERVATION] = {"SPAN_RESERVATION", "span reservation", "span reservations", 0,
-                                   0, 7, 0},
-    [MORI_RES_SLOT_MAPPING] = {"SLOT_MAPPING", "slot mapping", "slot mappings", 1, 0, 8, 0},
-    [MORI_RES_DEVICE_TABLE] = {"DEVICE_TABLE", "device table", "device tables", 0, 0, 9, 0},
+                                   0, 9, 0},
+    [MORI_RES_SLOT_MAPPING] = {"SLOT_MAPPING", "slot mapping", "slot mappings", 1, 0, 10, 0},
+    [MORI_RES_DEVICE_TABLE] = {"DEVICE_TABLE", "device table", "device tables", 0, 0, 11, 0},
+    [MORI_RES_SIGNAL_STATE] = {"SIGNAL_STATE", "signal state", "signal states", 0, 0, 12, 0},
 };
 
 #define R(x) MORI__BIT(MORI_RES_##x)
@@ -178,20 +196,20 @@ const mori__fsm_row mori__fsm_rows[] = {
     FORWARD(B, CREATED, RESERVE, RESERVED, R(LOCAL_RESERVATION)),
     FORWARD(B, RESERVED, MAP, BACKED, R(LOCAL_MAPPING)),
     FORWARD(B, BACKED, GRANT, ACCESSIBLE, 0),
-    FORWARD(B, ACCESSIBLE, ZERO, ALLOCATED, 0),
+    FORWARD(B, ACCESSIBLE, ZERO, ALLOCATED, R(ZERO_EVENT)),
     FORWARD(B, ALLOCATED, EXPORT, EXPORTED, R(EXPORTED_FD)),
     FORWARD(W, INIT, ATTACH, ATTACHED, R(BLOCK_REF)),
     FORWARD(W, ATTACHED, BIND, BOUND, R(CHANNEL)),
     FORWARD(W, BOUND, PUBLISH, PUBLISHED, 0),
     FORWARD(W, PUBLISHED, GATHER, GATHERED, 0),
     FORWARD(W, GATHERED, VALIDATE, VALIDATED, 0),
-    FORWARD(W, VALIDATED, TAKE_SLOT, SLOT_TAKEN, 0),
+    FORWARD(W, VALIDATED, TAKE_SLOT, SLOT_TAKEN, R(SIGNAL_SLOT)),
     FORWARD(W, SLOT_TAKEN, EXCHANGE, EXCHANGED, R(RECEIVED_FD)),
     FORWARD(W, EXCHANGED, IMPORT, RENDEZVOUS, R(IMPORTED_HANDLE)),
     FORWARD(W, RENDEZVOUS, RESERVE, SPAN_RESERVED, R(SPAN_RESERVATION)),
     FORWARD(W, SPAN_RESERVED, MAP, SLOTS_MAPPED, R(SLOT_MAPPING)),
     FORWARD(W, SLOTS_MAPPED, GRANT, SLOTS_ACCESSIBLE, 0),
-    FORWARD(W, SLOTS_ACCESSIBLE, BUILD_TABLES, TABLES_BUILT, R(DEVICE_TABLE)),
+    FORWARD(W, SLOTS_ACCESSIBLE, BUILD_TABLES, TABLES_BUILT, R(DEVICE_TABLE) | R(SIGNAL_STATE)),
     FORWARD(W, TABLES_BUILT, BARRIER, MAPPED, 0),
     {B, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
     {B, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
@@ -246,28 +264,37 @@ static const char *const state_lines[MORI_WS__COUNT] = {
     [MORI_WS_RESERVED] = "block: 1 physical handle, 1 local reservation",
     [MORI_WS_BACKED] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
     [MORI_WS_ACCESSIBLE] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
-    [MORI_WS_ALLOCATED] = "block: 1 physical handle, 1 local reservation, 1 local mapping",
+    [MORI_WS_ALLOCATED] = "block: 1 physical handle, 1 local reservation, 1 local mapping, "
+        "0..1 zero event",
     [MORI_WS_EXPORTED] = "block: 1 physical handle, 1 local reservation, 1 local mapping, "
-        "0..1 exported fd",
+        "0..1 zero event, 0..1 exported fd",
     [MORI_WS_ATTACHED] = "window: 1 block reference",
     [MORI_WS_BOUND] = "window: 1 block reference, 0..1 channel",
     [MORI_WS_PUBLISHED] = "window: 1 block reference, 0..1 channel",
     [MORI_WS_GATHERED] = "window: 1 block reference, 0..1 channel",
     [MORI_WS_VALIDATED] = "window: 1 block reference, 0..1 channel",
-    [MORI_WS_SLOT_TAKEN] = "window: 1 block reference, 0..1 channel",
-    [MORI_WS_EXCHANGED] = "window: 1 block reference, 0..world-1 received fds",
-    [MORI_WS_RENDEZVOUS] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles",
-    [MORI_WS_SPAN_RESERVED] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation",
-    [MORI_WS_SLOTS_MAPPED] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation, world slot mappings",
-    [MORI_WS_SLOTS_ACCESSIBLE] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation, world slot mappings",
-    [MORI_WS_TABLES_BUILT] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation, world slot mappings, 1 device table",
-    [MORI_WS_MAPPED] = "window: 1 block reference, 0..world-1 received fds, "
-        "world-1 imported handles, 1 span reservation, world slot mappings, 1 device table",
+    [MORI_WS_SLOT_TAKEN] = "window: 1 block reference, 0..1 channel, 1 signal slot",
+    [MORI_WS_EXCHANGED] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds",
+    [MORI_WS_RENDEZVOUS] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds, world-1 imported handles",
+    [MORI_WS_SPAN_RESERVED] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds, world-1 imported handles, "
+        "1 span reservation",
+    [MORI_WS_SLOTS_MAPPED] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds, world-1 imported handles, "
+        "1 span reservation, world slot mappings",
+    [MORI_WS_SLOTS_ACCESSIBLE] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds, world-1 imported handles, "
+        "1 span reservation, world slot mappings",
+    [MORI_WS_TABLES_BUILT] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds, world-1 imported handles, "
+        "1 span reservation, world slot mappings, 1 device table, "
+        "0..1 signal state",
+    [MORI_WS_MAPPED] = "window: 1 block reference, 1 signal slot, "
+        "0..world-1 received fds, world-1 imported handles, "
+        "1 span reservation, world slot mappings, 1 device table, "
+        "0..1 signal state",
     [MORI_WS_RELEASED] = "empty ledger",
     [MORI_WS_FAILED] = "empty ledger",
 };

@@ -40,10 +40,16 @@ static void put_bound(text *t, mori__bound b) {
 
 static int is_const(mori__bound b, int c) { return b.per_world == 0 && b.plus == c; }
 
-/* "1 physical handle, 0..1 exported fd", or "empty ledger". */
+/* "1 physical handle, 0..1 exported fd", or "empty ledger": the kinds in
+ * ledger order (by tier; a tier's kinds as numbered). */
 static void put_counts(text *t, const mori__fsm_invariant *inv) {
   const char *sep = "";
-  for (int r = 0; r < MORI_RES__COUNT; r++) {
+  int order[MORI_RES__COUNT], n = 0;
+  for (unsigned tier = 0; n < MORI_RES__COUNT; tier++)
+    for (int r = 0; r < MORI_RES__COUNT; r++)
+      if (mori__res_infos[r].tier == tier) order[n++] = r;
+  for (int i = 0; i < n; i++) {
+    int r = order[i];
     mori__count c = inv->count[r];
     if (is_const(c.hi, 0)) continue;
     put(t, "%s", sep);
@@ -106,9 +112,16 @@ static void write_kinds(FILE *out, unsigned kinds) {
   }
 }
 
-static void write_acquires(FILE *out, unsigned acquires) {
-  if (acquires == 0) {
+/* An edge's tooltip: what its row records, or for RELEASE and FAIL that
+ * they unwind (a forward row that acquires nothing says so). */
+static void write_acquires(FILE *out, const mori__fsm_row *row) {
+  unsigned acquires = row->acquires;
+  if (row->event == MORI_EV_RELEASE || row->event == MORI_EV_FAIL) {
     fputs("unwinds the ledger in reverse order", out);
+    return;
+  }
+  if (acquires == 0) {
+    fputs("acquires nothing", out);
     return;
   }
   const char *sep = "acquires ";
@@ -203,7 +216,7 @@ void mori_fsm_write_dot(FILE *out) {
             mori_wevent_name(r->event));
     write_kinds(out, r->kinds);
     fputs(")\", tooltip=\"", out);
-    write_acquires(out, r->acquires);
+    write_acquires(out, r);
     /* Rollbacks drawn apart from the forward paths they would crowd. */
     fputs(r->event == MORI_EV_FAIL ? "\", style=dashed, color=gray50, fontcolor=gray50];\n"
                                    : "\"];\n",

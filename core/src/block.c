@@ -201,11 +201,8 @@ static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
     if (pads > 0) MORI_GUARD(mori__block_zero(b, (char *)b->base + b->signal_pad_offset, pads, svc));
     MORI_HIP("hipEventCreateWithFlags",
              mori_hipEventCreateWithFlags(&b->zeroed, hipEventDisableTiming));
-    hipError_t e = mori_hipEventRecord(b->zeroed, stream);
-    if (e != hipSuccess) {
-      mori__block_drop_zeroed(b);
-      return mori__hip_error("hipEventRecord", e);
-    }
+    MORI_GUARD(mori__ledger_add(&b->fsm, MORI_RES_ZERO_EVENT, (uintptr_t)b, 0, 0));
+    MORI_HIP("hipEventRecord", mori_hipEventRecord(b->zeroed, stream));
     return 0;
   }
   MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, svc));
@@ -329,19 +326,7 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
 int mori__block_wait_zeroed(mori_block *b) {
   if (b->zeroed == NULL) return 0;
   MORI_HIP("hipEventSynchronize", mori_hipEventSynchronize(b->zeroed));
-  mori__block_drop_zeroed(b);
-  return 0;
-}
-
-/* An event whose destroy fails holds nothing a later call needs: said,
- * not fatal. */
-void mori__block_drop_zeroed(mori_block *b) {
-  if (b->zeroed == NULL) return;
-  hipError_t e = mori_hipEventDestroy(b->zeroed);
-  b->zeroed = NULL;
-  if (e != hipSuccess)
-    MORI_LOG_DEVICE(MORI_LOG_WARN, b->device, "hipEventDestroy of block %p's zeroing event: %s",
-                    b->base, mori_hipGetErrorName(e));
+  return mori__ledger_drop(&b->fsm, MORI_RES_ZERO_EVENT, (uintptr_t)b);
 }
 
 int mori__block_export(mori_block *b) {
@@ -379,9 +364,7 @@ static int alloc(size_t size, int device, hipStream_t stream, int stream_order, 
      * found no room in the table is rolled back here, after its zeroing
      * (no unmap under a pending memset). */
     if (b->zeroed != NULL) (void)mori_hipEventSynchronize(b->zeroed);
-    mori__block_drop_zeroed(b);
     if (b->fsm.state != MORI_WS_FAILED) (void)mori__unwind(&b->fsm, 1);
-    mori_fsm_destroy(&b->fsm);
     free(b);
     mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);
     *ptr = NULL;
@@ -407,19 +390,15 @@ int mori_symm_alloc_on_stream(size_t size, int device, void *stream, void **ptr)
 int mori_symm_free(void *ptr) {
   pthread_mutex_lock(&mori__lock);
   mori_block *b = mori__block_find(ptr);
-  int rc = 0, claimed = 0;
-  if (b == NULL || b->base != ptr) {
-    rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a live mori-symm allocation%s",
-                     ptr, mori__block_freed(ptr) ? " (already freed; its teardown waits for the last "
-                                            "window reference)"
-                                          : "");
-  } else {
+  if (b != NULL && b->base == ptr) {
     table_remove(b);
-    mori__block_defer(b);
-    claimed = mori__block_claim_if_idle(b);
+    return mori__block_free(b); /* unlocks */
   }
+  int rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a live mori-symm allocation%s",
+                       ptr, mori__block_freed(ptr) ? " (already freed; its teardown waits for "
+                                                     "the last window reference)"
+                                                   : "");
   pthread_mutex_unlock(&mori__lock);
-  if (claimed) rc = mori__block_teardown(b);
   return rc;
 }
 
@@ -438,13 +417,12 @@ int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset) {
  * would ever release them. */
 int mori_symm_release_all(void) {
   pthread_mutex_lock(&mori__lock);
-  while (nblocks > 0) {
-    mori_block *b = blocks[nblocks - 1];
-    table_remove(b);
-    mori__block_defer(b);
-  }
-  pthread_mutex_unlock(&mori__lock);
-  int rc = mori__teardown_deferred();
+  mori_block **all = blocks; /* the whole table, handed over at once */
+  size_t n = nblocks;
+  blocks = NULL;
+  nblocks = cap_blocks = 0;
+  int rc = mori__release_all(all, n); /* unlocks */
+  free(all);
   mori__signal_release_all();
   return rc;
 }

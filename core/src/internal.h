@@ -97,8 +97,17 @@ int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx
  * rollback through the release table. */
 int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
                 mori_wstate until, int (*on_fail)(void *ctx, int rc), mori__step_times *t);
+struct mori_block;
+/* A claimed block's teardown, outside mori__lock: one hipDeviceSynchronize,
+ * then the unwind of every window's ledger and of the block's.  The first
+ * error; the tombstones are life.c's. */
+int mori__teardown(struct mori_block *b);
 /* Records an acquired resource (cannot fail for memory under mori__drive). */
 int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux);
+/* Gives back one resource before its machine ends (the first rendezvous
+ * waited for an allocation's zeroing): out of the ledger, released through
+ * its row of the release table. */
+int mori__ledger_drop(mori_fsm *m, mori_res kind, uintptr_t value);
 /* The value of the entry of kind for rank aux. */
 int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *value);
 /* ---- OS calls (os.c) ---- */
@@ -134,7 +143,7 @@ typedef struct mori_block {
   /* An allocation on a stream: recorded on the caller's stream after the
    * buffer's zeroing, waited for by the block's first rendezvous (no
    * peer's write may land before the zeroing does), destroyed then or by
-   * the teardown.  NULL otherwise. */
+   * the teardown (the ledger's ZERO_EVENT).  NULL otherwise. */
   hipEvent_t zeroed;
   mori_fsm fsm;
   struct mori_window *windows; /* list of windows on this block */
@@ -161,12 +170,11 @@ typedef struct mori_block {
  * thread that holds the block's rendezvous (block->opening). */
 int mori__block_export(mori_block *b);
 /* Waits for the buffer's zeroing that an allocation on a stream left on
- * the caller's stream (nothing to wait for otherwise), then drops its
- * event.  Only by the thread that holds the block's rendezvous, before the
- * "mapped" barrier lets a peer in; the teardown drops an event never
- * waited for (mori__block_drop_zeroed). */
+ * the caller's stream (nothing to wait for otherwise), then gives its event
+ * (the ledger's ZERO_EVENT) back.  Only by the thread that holds the
+ * block's rendezvous, before the "mapped" barrier lets a peer in; a
+ * teardown gives back an event never waited for. */
 int mori__block_wait_zeroed(mori_block *b);
-void mori__block_drop_zeroed(mori_block *b);
 /* Why the device's handle type is what it is (the probe's findings). */
 const char *mori__probe_why(int device);
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
@@ -205,11 +213,6 @@ struct mori_window {
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);
-/* Unwinds the window's ledger (outside mori__lock), once the device was
- * synchronized (mori__block_teardown does it once for the block). */
-int mori__window_teardown(mori_window *w);
-/* Frees what a torn-down or failed window holds, keeping the struct. */
-void mori__window_strip(mori_window *w);
 
 /* ---- lifetimes (life.c) ---- */
 
@@ -229,24 +232,30 @@ void mori__window_unregister(mori_window *w);
  * nothing holds it any more, tears the block down; it returns rc. */
 int mori__window_enter(const mori_window *w, const char *op);
 int mori__window_leave(const mori_window *w, int rc);
-/* free(): the block leaves the table at once (the caller removed it) and
- * goes on the deferred list; under mori__lock. */
-void mori__block_defer(mori_block *b);
+/* free(): called under mori__lock, which it releases, once the caller took
+ * b out of the table.  The block waits on the deferred list until nothing
+ * holds it; if nothing does now, its teardown runs here.  0 or the
+ * teardown's first error. */
+int mori__block_free(mori_block *b);
+/* release_all(): called under mori__lock, which it releases, with every
+ * block the table held (the caller emptied it).  Tears down every deferred
+ * block, references or not, after waiting for the calls in progress on
+ * them.  The first error. */
+int mori__release_all(mori_block **all, size_t n);
 /* Under mori__lock: if nothing holds b (no reference, no call in progress,
  * no rendezvous running), claims its teardown (its windows become CLOSING)
- * and returns 1; the caller then runs mori__block_teardown after unlocking. */
+ * and returns 1; the caller then runs mori__block_teardown_quietly after
+ * unlocking. */
 int mori__block_claim_if_idle(mori_block *b);
-/* Outside mori__lock: synchronizes, unwinds every window of a claimed
- * block and then the block, and leaves tombstones.  Returns the first error. */
-int mori__block_teardown(mori_block *b);
-/* The same for a teardown a call merely triggered: its error goes to the
- * log, and the call's own message stays. */
+/* Outside mori__lock, for a block a call claimed: its teardown (the unwind
+ * of every ledger, then the tombstones), whose error goes to the log; the
+ * call's own message stays. */
 void mori__block_teardown_quietly(mori_block *b);
 /* Whether base is a freed block still waiting for its teardown. */
 int mori__block_freed(const void *base);
-/* Tears down every deferred block, references or not, after waiting for
- * the calls in progress on them (release_all, exit).  Outside mori__lock. */
-int mori__teardown_deferred(void);
+/* Under mori__lock: a window that never served (its rendezvous failed and
+ * was rolled back, or never ran) is CLOSED and goes at once. */
+void mori__window_abandon(mori_window *w);
 
 /* Counters for mori_symm_stats, under mori__lock. */
 extern struct mori__counters {
@@ -258,8 +267,9 @@ extern struct mori__counters {
 /* Before a window's first use (rendezvous, ahead of the "mapped" store
  * barrier): zeroes its signal slot if an earlier window used it. */
 int mori__signal_prepare(mori_window *w);
-/* A window's signal state goes; its slot is marked for zeroing. */
-void mori__signal_strip(mori_window *w);
+/* The release of a window's SIGNAL_STATE entry: the watchdog's entries for
+ * the window retire, then its signal state goes. */
+int mori__signal_release(const mori_ledger_entry *e);
 /* Enqueues the zeroing of [p, p + n) of block b on stream (a fill, or
  * copies where fills fail on the block's memory: quirk memset-fabric). */
 int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream);

@@ -6,7 +6,9 @@
  *
  * A block goes when the last of {its allocation, its windows' references,
  * calls in progress on its windows, a rendezvous running on it} lets go.
- * Whoever lets go last runs the teardown, outside mori__lock.
+ * Whoever lets go last claims the block here and runs its teardown,
+ * outside mori__lock: resource.c's unwind of every ledger (mori__teardown);
+ * then the windows become tombstones here.
  */
 #include "internal.h"
 
@@ -60,25 +62,32 @@ void mori__window_unregister(mori_window *w) {
   nregistry--;
 }
 
+/* The window struct's own memory, and its place in the registry: the one
+ * way a window's memory goes (abandoned, or out of the quarantine). */
+static void window_free(mori_window *w) {
+  mori__window_unregister(w);
+  mori_fsm_destroy(&w->fsm); /* its ledger's memory went with the unwind, if it ran */
+  free(w->buffer_ptrs);      /* pad_ptrs is its second half */
+  free(w->group);
+  free(w);
+}
+
 /* ---- tombstones ----
  *
- * A closed window nobody references is kept for the last MORI_GRAVES
+ * A closed window nobody references is kept for the last MORI_QUARANTINE
  * closings before its memory goes, so that its address is not handed to a
  * new window while a late caller may still use the old pointer (a
  * quarantine, as ASan's).  A closed window still referenced stays until
  * its last release: the reference owns the struct. */
-enum { MORI_GRAVES = 256 };
-static mori_window *graves[MORI_GRAVES];
-static size_t grave_next;
+enum { MORI_QUARANTINE = 256 };
+static mori_window *quarantined[MORI_QUARANTINE];
+static size_t quarantine_next;
 
-static void bury(mori_window *w) {
-  mori_window *old = graves[grave_next];
-  graves[grave_next] = w;
-  grave_next = (grave_next + 1) % MORI_GRAVES;
-  if (old == NULL) return;
-  mori__window_unregister(old);
-  free(old->group);
-  free(old);
+static void quarantine(mori_window *w) {
+  mori_window *old = quarantined[quarantine_next];
+  quarantined[quarantine_next] = w;
+  quarantine_next = (quarantine_next + 1) % MORI_QUARANTINE;
+  if (old != NULL) window_free(old);
 }
 
 /* ---- the window life: one setter, one check ---- */
@@ -149,7 +158,9 @@ static int block_quiet(const mori_block *b) {
 
 static mori_block *deferred;
 
-void mori__block_defer(mori_block *b) {
+/* free(): the block left the table (the caller removed it) and waits here
+ * until nothing holds it. */
+static void defer(mori_block *b) {
   b->freed = 1;
   b->next_deferred = deferred;
   deferred = b;
@@ -186,59 +197,37 @@ static void finish_teardown(mori_block *b) {
     mori_window *w = b->windows;
     b->windows = w->next;
     w->next = NULL;
-    mori__window_strip(w);
     w->block = NULL;
     mori__window_set_life(w, MORI_LIFE_EV_FINISH);
     mori__counters.windows--;
-    if (w->refs == 0) bury(w);
+    if (w->refs == 0) quarantine(w);
   }
   mori_fsm_destroy(&b->fsm);
   free(b);
   pthread_cond_broadcast(&mori__cond);
 }
 
-int mori__block_teardown(mori_block *b) {
-  int first = 0;
-  char message[1024] = "";
-  double t0 = mori__now_us();
-  (void)mori_hipSetDevice(b->device);
-  /* Work queued on the block or its windows (its zeroing on the caller's
-   * stream, the caller's kernels, signals into the slots) must be done
-   * before the memory goes: an unmap under a pending memset is an illegal
-   * address that poisons the context.  One synchronize serves the block
-   * and every window on it. */
-  hipError_t e = mori_hipDeviceSynchronize();
-  if (e != hipSuccess) {
-    first = mori__hip_error("hipDeviceSynchronize", e);
-    snprintf(message, sizeof message, "%s", mori_last_error());
-  }
-  double t1 = mori__now_us();
-  /* b is claimed: no other thread reaches its windows' ledgers now. */
-  for (mori_window *w = b->windows; w != NULL; w = w->next) {
-    int rc = mori__window_teardown(w);
-    if (rc != 0 && first == 0) {
-      first = rc;
-      snprintf(message, sizeof message, "%s", mori_last_error());
-    }
-  }
-  double t2 = mori__now_us();
-  mori__block_drop_zeroed(b); /* a block no rendezvous waited for */
-  int rc = mori__unwind(&b->fsm, 0);
-  if (rc != 0 && first == 0) first = rc;
-  else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
-  MORI_LOG_DEVICE(MORI_LOG_INFO, b->device,
-                  "block %p torn down%s; us: synchronize %.0f windows %.0f block %.0f", b->base,
-                  first ? " (errors)" : "", t1 - t0, t2 - t1, mori__now_us() - t2);
+/* A claimed block: the unwind of every ledger (resource.c), then its
+ * tombstones. */
+static int teardown(mori_block *b) {
+  int rc = mori__teardown(b);
   pthread_mutex_lock(&mori__lock);
   finish_teardown(b);
   pthread_mutex_unlock(&mori__lock);
-  return first;
+  return rc;
 }
 
-int mori__teardown_deferred(void) {
+int mori__block_free(mori_block *b) {
+  defer(b);
+  int claimed = mori__block_claim_if_idle(b);
+  pthread_mutex_unlock(&mori__lock);
+  return claimed ? teardown(b) : 0;
+}
+
+int mori__release_all(mori_block **all, size_t n) {
   int first = 0;
   char message[1024] = "";
-  pthread_mutex_lock(&mori__lock);
+  for (size_t i = n; i-- > 0;) defer(all[i]);
   while (deferred != NULL) {
     mori_block *b = deferred;
     /* Calls in progress are bounded by their timeouts; references are not
@@ -249,7 +238,7 @@ int mori__teardown_deferred(void) {
     }
     claim(b);
     pthread_mutex_unlock(&mori__lock);
-    int rc = mori__block_teardown(b);
+    int rc = teardown(b);
     if (rc != 0 && first == 0) {
       first = rc;
       snprintf(message, sizeof message, "%s", mori_last_error());
@@ -259,6 +248,12 @@ int mori__teardown_deferred(void) {
   pthread_mutex_unlock(&mori__lock);
   if (first != 0) mori__error(first, "%s", message);
   return first;
+}
+
+void mori__window_abandon(mori_window *w) {
+  w->block = NULL;
+  mori__window_set_life(w, MORI_LIFE_EV_ABANDON);
+  window_free(w);
 }
 
 /* ---- temporary references of calls in progress ---- */
@@ -293,7 +288,7 @@ int mori__window_leave(const mori_window *cw, int rc) {
 void mori__block_teardown_quietly(mori_block *b) {
   char message[1024];
   snprintf(message, sizeof message, "%s", mori_last_error());
-  if (mori__block_teardown(b) != 0)
+  if (teardown(b) != 0)
     MORI_LOG(MORI_LOG_WARN, -1, -1, "deferred teardown: %s", mori_last_error());
   mori__error(MORI_OK, "%s", message);
 }
@@ -324,11 +319,11 @@ int mori_window_release(mori_window *w) {
                      w->life == MORI_LIFE_CLOSED ? "released after its last release" : "no retain");
   } else if (--w->refs == 0) {
     if (w->life == MORI_LIFE_CLOSED)
-      bury(w);
+      quarantine(w);
     else
       b = let_go(w);
   }
   pthread_mutex_unlock(&mori__lock);
-  if (b != NULL) rc = mori__block_teardown(b);
+  if (b != NULL) rc = teardown(b);
   return rc;
 }

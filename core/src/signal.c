@@ -415,6 +415,7 @@ int mori__signal_prepare(mori_window *w) {
   s->puts = puts;
   s->waits = waits;
   w->signals = s;
+  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_SIGNAL_STATE, (uintptr_t)w, 0, 0));
   /* A slot an earlier window used holds its phases and flags: zeroed here,
    * before the "mapped" store barrier lets any peer signal into it.  (The
    * slot bits are guarded as signal_slots_used is.) */
@@ -429,13 +430,16 @@ int mori__signal_prepare(mori_window *w) {
   return 0;
 }
 
-void mori__signal_strip(mori_window *w) {
-  if (w->block != NULL && w->signal_slot >= 0)
-    w->block->signal_slots_dirty |= 1u << w->signal_slot;
-  if (w->signals == NULL) return;
+/* The signal state's release also retires the watchdog's entries for w
+ * (they read w's state): a teardown synchronized the device first, so any
+ * release in progress can end; a rollback has none (no call ran on w). */
+int mori__signal_release(const mori_ledger_entry *e) {
+  mori_window *w = (mori_window *)e->value;
+  mori__watch_retire(w);
   free(w->signals->barriers);
   free(w->signals->puts);
   free(w->signals->waits);
   free(w->signals);
   w->signals = NULL;
+  return 0;
 }

@@ -416,7 +416,7 @@ int mori__watch_end(struct mori__watch *x, hipStream_t stream) {
   return e == hipSuccess ? 0 : mori__hip_error("hipEventRecord", e);
 }
 
-void mori__watch_forget(const mori_window *w) {
+void mori__watch_retire(const mori_window *w) {
   pthread_mutex_lock(&wd.lock);
   for (;;) {
     int busy = 0;

@@ -21,7 +21,8 @@ struct mori__watch_cell {
 
 struct mori__watch;
 
-/* A window's signal state (w->signals), from its rendezvous to its strip. */
+/* A window's signal state (w->signals), from its rendezvous to the
+ * release of its ledger's SIGNAL_STATE. */
 struct mori__signals {
   uint64_t *barriers; /* per channel: eager barriers enqueued so far */
   uint64_t *puts;     /* per (channel, destination): eager puts enqueued so far */
@@ -39,10 +40,11 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
 /* Records the end event after the waits (the entry retires once it has
  * completed).  Errors are the caller's only if it has none of its own. */
 int mori__watch_end(struct mori__watch *x, hipStream_t stream);
-/* Teardown, after the device was synchronized: waits out a release in
- * progress on w and drops w's entries, so the watchdog never touches w
- * again.  Never takes mori__lock. */
-void mori__watch_forget(const mori_window *w);
+/* The window's signal state goes (its ledger's SIGNAL_STATE, after the
+ * teardown's synchronize): waits out a release in progress on w and
+ * retires w's entries, so the watchdog never touches w again.  Never
+ * takes mori__lock. */
+void mori__watch_retire(const mori_window *w);
 /* Whether the window was failed by an expired wait; if so sets the error
  * (MORI_ETIMEDOUT with the watchdog's message) and returns it. */
 int mori__watch_failed(const mori_window *w, const char *op);

@@ -3,10 +3,10 @@
  * row of the table in fsm.c (attach, bind, publish, gather, validate, take
  * a signal slot, exchange fds, import, reserve the span, map, grant, build
  * the tables, barrier), driven by mori__drive; the cache per (block,
- * group); teardown; the accessors.
+ * group); the accessors.  Everything a window acquires is in its ledger,
+ * so its teardown and its rollback are resource.c's unwind.
  */
 #include "internal.h"
-#include "watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +90,7 @@ static int take_signal_slot(mori_window *w, const mori_request *reqs) {
     if (!(used & (1u << s))) {
       w->signal_slot = s;
       w->block->signal_slots_used |= 1u << s;
-      return 0;
+      return mori__ledger_add(&w->fsm, MORI_RES_SIGNAL_SLOT, (uintptr_t)w, 0, s);
     }
   return mori__error(MORI_ERANGE,
                      "rendezvous: every one of the %d signal slots of this block is taken by "
@@ -329,29 +329,6 @@ static int rendezvous_abort(void *p, int rc) {
 
 /* ---- rendezvous ---- */
 
-/* What a window owns besides its ledger; the struct itself and its group
- * name stay, for the tombstone. */
-void mori__window_strip(mori_window *w) {
-  mori__signal_strip(w);
-  if (w->signal_slot >= 0 && w->block != NULL)
-    w->block->signal_slots_used &= ~(1u << w->signal_slot);
-  w->signal_slot = -1;
-  mori_fsm_destroy(&w->fsm);
-  free(w->buffer_ptrs); /* pad_ptrs is its second half */
-  w->buffer_ptrs = NULL;
-  w->pad_ptrs = NULL;
-}
-
-/* Under mori__lock: a window that never served (its rendezvous failed or
- * never ran) is abandoned and goes at once; nothing can name it. */
-static void window_free(mori_window *w) {
-  mori__window_strip(w);
-  w->block = NULL;
-  mori__window_set_life(w, MORI_LIFE_EV_ABANDON);
-  free(w->group);
-  free(w);
-}
-
 static mori_window *window_new(mori_block *b, const char *group, int rank, int world) {
   mori_window *w = mori_calloc(1, sizeof *w);
   if (w == NULL) return NULL;
@@ -368,7 +345,7 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   w->max_channels = (int)(cells / (size_t)world);
   mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world);
   if (!w->group || !w->buffer_ptrs || !w->pad_ptrs) {
-    window_free(w);
+    mori__window_abandon(w);
     return NULL;
   }
   return w;
@@ -385,7 +362,7 @@ static int rendezvous_open(mori_block *b, const char *group, int rank, int world
   w->seq = *seq;
   int rc = mori__window_register(w);
   if (rc != 0) {
-    window_free(w);
+    mori__window_abandon(w);
     return rc;
   }
   b->opening = w;
@@ -441,8 +418,7 @@ static int rendezvous_settle(mori_block *b, mori_window *w, int rc, mori_block *
     b->failed_id = w->id;
     b->failed_rc = rc;
     snprintf(b->failure, sizeof b->failure, "%s", mori_last_error());
-    mori__window_unregister(w);
-    window_free(w);
+    mori__window_abandon(w); /* its ledger was rolled back by the driver */
   } else {
     w->next = b->windows;
     b->windows = w;
@@ -556,19 +532,6 @@ int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori
   if (rc != 0)
     mori__error_prefix("rank %d group %s (seq %llu): rendezvous abort: ", rank, group,
                        (unsigned long long)seq);
-  return rc;
-}
-
-/* ---- teardown ---- */
-
-int mori__window_teardown(mori_window *w) {
-  /* The device was synchronized (nothing is in flight to or from the
-   * slots), so the watchdog has released whatever waited on this window's
-   * cells. */
-  mori__watch_forget(w);
-  int rc = mori__unwind(&w->fsm, 0);
-  if (rc != 0) mori__error_prefix("rank %d window %ld teardown: ", w->rank, w->id);
-  MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "released group %s%s", w->group, rc ? " (errors)" : "");
   return rc;
 }
 

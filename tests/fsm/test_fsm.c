@@ -87,14 +87,16 @@ static const struct {
     {BLOCK, MORI_WS_INIT, BIT(MORI_RES_PHYS_HANDLE)},
     {BLOCK, MORI_WS_CREATED, BIT(MORI_RES_LOCAL_RESERVATION)},
     {BLOCK, MORI_WS_RESERVED, BIT(MORI_RES_LOCAL_MAPPING)},
+    {BLOCK, MORI_WS_ACCESSIBLE, BIT(MORI_RES_ZERO_EVENT)},
     {BLOCK, MORI_WS_ALLOCATED, BIT(MORI_RES_EXPORTED_FD)},
     {WINDOW, MORI_WS_INIT, BIT(MORI_RES_BLOCK_REF)},
     {WINDOW, MORI_WS_ATTACHED, BIT(MORI_RES_CHANNEL)},
+    {WINDOW, MORI_WS_VALIDATED, BIT(MORI_RES_SIGNAL_SLOT)},
     {WINDOW, MORI_WS_SLOT_TAKEN, BIT(MORI_RES_RECEIVED_FD)},
     {WINDOW, MORI_WS_EXCHANGED, BIT(MORI_RES_IMPORTED_HANDLE)},
     {WINDOW, MORI_WS_RENDEZVOUS, BIT(MORI_RES_SPAN_RESERVATION)},
     {WINDOW, MORI_WS_SPAN_RESERVED, BIT(MORI_RES_SLOT_MAPPING)},
-    {WINDOW, MORI_WS_SLOTS_ACCESSIBLE, BIT(MORI_RES_DEVICE_TABLE)},
+    {WINDOW, MORI_WS_SLOTS_ACCESSIBLE, BIT(MORI_RES_DEVICE_TABLE) | BIT(MORI_RES_SIGNAL_STATE)},
 };
 
 static const mori_fsm_kind kinds[] = {BLOCK, WINDOW};
@@ -147,7 +149,8 @@ static void must_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, 
 }
 
 /* Records what the step `ev` of m's kind acquires, as the core's steps
- * do: EXCHANGE records every peer's fd and forgets the closed channel. */
+ * do: EXCHANGE records every peer's fd and forgets the closed channel; a
+ * block is allocated on a stream (ZERO records its zeroing's event). */
 static void acquire(mori_fsm *m, mori_wevent ev) {
   int block = m->kind == BLOCK;
   switch (ev) {
@@ -168,8 +171,14 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
     for (int r = 0; r < m->world_size; r++)
       must_push(m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
     break;
+  case MORI_EV_ZERO:
+    must_push(m, MORI_RES_ZERO_EVENT, 0xb10c, 0, 0);
+    break;
   case MORI_EV_EXPORT:
     must_push(m, MORI_RES_EXPORTED_FD, 7, 0, 0);
+    break;
+  case MORI_EV_TAKE_SLOT:
+    must_push(m, MORI_RES_SIGNAL_SLOT, 0x3170, 0, 2);
     break;
   case MORI_EV_ATTACH:
     must_push(m, MORI_RES_BLOCK_REF, 0xb10c, 0, 0);
@@ -189,6 +198,7 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
     break;
   case MORI_EV_BUILD_TABLES:
     must_push(m, MORI_RES_DEVICE_TABLE, 0xd0, 16 * (size_t)m->world_size, 0);
+    must_push(m, MORI_RES_SIGNAL_STATE, 0x3170, 0, 0);
     break;
   default:
     break;
@@ -362,7 +372,8 @@ static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
     assert_int_equal(mori_fsm_count(&m, MORI_RES_CHANNEL), 0);
     recorder *r = new_recorder();
     assert_int_equal(mori_fsm_release(&m, record, r), 0);
-    assert_int_equal(r->n, 2 * (worlds[i] - 1) + 1 + worlds[i] + 1);
+    /* fds, imports, span, slots, table, signal state, signal slot */
+    assert_int_equal(r->n, 2 * (worlds[i] - 1) + 1 + worlds[i] + 1 + 1 + 1);
     free(r);
     finish(&m);
   }
@@ -406,7 +417,7 @@ static void push_accepts_only_what_the_outgoing_transition_acquires(void **state
 static void push_grows_the_ledger_and_keeps_every_entry(void **state) {
   mori_fsm m;
   reach(&m, WINDOW, MORI_WS_MAPPED, 64);
-  assert_int_equal(m.len, 1 + 2 * 63 + 1 + 64 + 1);
+  assert_int_equal(m.len, 1 + 1 + 2 * 63 + 1 + 64 + 1 + 1);
   assert_true(m.cap >= m.len);
   assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value,
                    0x7e0000000000 + ((uintptr_t)63 << 21));
@@ -435,14 +446,15 @@ static void capacity_is_the_largest_ledger_a_state_allows(void **state) {
   for (size_t i = 0; i < 3; i++) {
     mori_fsm m;
     mori_fsm_init(&m, WINDOW, 0, worlds[i]);
-    /* MAPPED: block ref, fds and imports from every peer, span, slots, 1 table */
-    size_t want = 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 1;
+    /* MAPPED: block ref, signal slot, fds and imports from every peer,
+     * span, slots, 1 table, signal state */
+    size_t want = 1 + 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 1 + 1;
     assert_int_equal(mori_fsm_capacity(&m), want);
     finish(&m);
   }
   mori_fsm m;
   mori_fsm_init(&m, BLOCK, 0, 0);
-  assert_int_equal(mori_fsm_capacity(&m), 4);
+  assert_int_equal(mori_fsm_capacity(&m), 5); /* and a zero event */
   finish(&m);
 }
 
@@ -500,10 +512,11 @@ static void forget_removes_the_most_recent_match_and_keeps_order(void **state) {
     int aux;
   } left[] = {{MORI_RES_BLOCK_REF, 0},
               {MORI_RES_CHANNEL, 0},
+              {MORI_RES_SIGNAL_SLOT, 2},
               {MORI_RES_RECEIVED_FD, 0},
               {MORI_RES_RECEIVED_FD, 3}};
-  assert_int_equal(m.len, 4);
-  for (size_t i = 0; i < 4; i++) {
+  assert_int_equal(m.len, 5);
+  for (size_t i = 0; i < 5; i++) {
     assert_int_equal(m.ledger[i].kind, left[i].kind);
     assert_int_equal(m.ledger[i].aux, left[i].aux);
   }
@@ -517,7 +530,7 @@ static void forget_of_an_entry_not_in_the_ledger_is_refused(void **state) {
   assert_int_equal(mori_fsm_forget(&m, MORI_RES_RECEIVED_FD, 8), MORI_FSM_EILLEGAL);
   assert_int_equal(mori_fsm_forget(&m, MORI_RES_CHANNEL, 9), MORI_FSM_EILLEGAL);
   assert_non_null(strstr(m.why, "not in the ledger"));
-  assert_int_equal(m.len, 3);
+  assert_int_equal(m.len, 4);
   finish(&m);
 }
 
@@ -566,12 +579,29 @@ static void drop_import_3(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1003), 0);
 }
 static void second_device_table(mori_fsm *m) {
-  m->state = MORI_WS_SLOTS_ACCESSIBLE; /* the one state that may push tables */
-  must_push(m, MORI_RES_DEVICE_TABLE, 0xd1, 0, 0);
+  m->ledger[find(m, MORI_RES_SIGNAL_STATE, 0)].kind = MORI_RES_DEVICE_TABLE;
+}
+static void slot_taken_without_its_signal_slot(mori_fsm *m) {
+  assert_int_equal(mori_fsm_forget(m, MORI_RES_SIGNAL_SLOT, 0x3170), MORI_FSM_OK);
+}
+static void two_signal_states(mori_fsm *m) {
+  m->state = MORI_WS_SLOTS_ACCESSIBLE; /* the one state that records it */
+  must_push(m, MORI_RES_SIGNAL_STATE, 0x3171, 0, 0);
   m->state = MORI_WS_MAPPED;
 }
+static void signal_state_before_the_table(mori_fsm *m) {
+  size_t t = find(m, MORI_RES_DEVICE_TABLE, 0), st = find(m, MORI_RES_SIGNAL_STATE, 0);
+  mori_ledger_entry e = m->ledger[t];
+  m->ledger[t] = m->ledger[st];
+  m->ledger[st] = e;
+}
+static void two_zero_events(mori_fsm *m) {
+  m->state = MORI_WS_ACCESSIBLE;
+  must_push(m, MORI_RES_ZERO_EVENT, 0xb10d, 0, 0);
+  m->state = MORI_WS_ALLOCATED;
+}
 static void second_block_ref(mori_fsm *m) {
-  m->ledger[find(m, MORI_RES_RECEIVED_FD, 0)].kind = MORI_RES_BLOCK_REF;
+  m->ledger[find(m, MORI_RES_SIGNAL_SLOT, 2)].kind = MORI_RES_BLOCK_REF;
 }
 static void import_aux_outside_world(mori_fsm *m) {
   m->ledger[find(m, MORI_RES_IMPORTED_HANDLE, 3)].aux = WORLD;
@@ -646,6 +676,14 @@ static const breakage breakages[] = {
      "MAPPED: 2 imported handles, expected 3"},
     {"two tables", WINDOW, MORI_WS_MAPPED, second_device_table,
      "MAPPED: 2 device tables, expected 1"},
+    {"no signal slot", WINDOW, MORI_WS_SLOT_TAKEN, slot_taken_without_its_signal_slot,
+     "SLOT_TAKEN: 0 signal slots, expected 1"},
+    {"two signal states", WINDOW, MORI_WS_MAPPED, two_signal_states,
+     "MAPPED: 2 signal states, expected 0..1"},
+    {"signal state order", WINDOW, MORI_WS_MAPPED, signal_state_before_the_table,
+     "MAPPED: DEVICE_TABLE recorded after SIGNAL_STATE"},
+    {"two zero events", BLOCK, MORI_WS_ALLOCATED, two_zero_events,
+     "ALLOCATED: 2 zero events, expected 0..1"},
     {"two block refs", WINDOW, MORI_WS_MAPPED, second_block_ref,
      "MAPPED: 2 block references, expected 1"},
     {"aux >= world", WINDOW, MORI_WS_MAPPED, import_aux_outside_world,
@@ -790,15 +828,18 @@ static size_t runs(const recorder *r, mori_res *out) {
  * the first three steps, then frees the span before the imports (it was
  * reserved after them), and releases every import before any fd is closed
  * (each fd stays open until the handle imported from it is gone;
- * docs/state-machine.md). */
+ * docs/state-machine.md).  The signal state goes first (the watchdog's
+ * entries read the cells the slots map) and the signal slot last (host
+ * bits only). */
 static void window_release_frees_tables_then_slots_then_span_then_imports(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
   reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
   assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
-  static const mori_res want[] = {MORI_RES_DEVICE_TABLE, MORI_RES_SLOT_MAPPING,
-                                  MORI_RES_SPAN_RESERVATION, MORI_RES_IMPORTED_HANDLE,
-                                  MORI_RES_RECEIVED_FD};
+  static const mori_res want[] = {MORI_RES_SIGNAL_STATE,     MORI_RES_DEVICE_TABLE,
+                                  MORI_RES_SLOT_MAPPING,     MORI_RES_SPAN_RESERVATION,
+                                  MORI_RES_IMPORTED_HANDLE,  MORI_RES_RECEIVED_FD,
+                                  MORI_RES_SIGNAL_SLOT};
   mori_res got[128];
   size_t n = runs(r, got);
   assert_int_equal(n, sizeof want / sizeof want[0]);
@@ -806,27 +847,29 @@ static void window_release_frees_tables_then_slots_then_span_then_imports(void *
     if (got[i] != want[i])
       fail_msg("run %zu is %s, expected %s", i, mori_res_name(got[i]), mori_res_name(want[i]));
   /* slots highest rank first; imports, then fds, highest peer first */
-  for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[1 + i].aux, WORLD - 1 - i);
+  for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[2 + i].aux, WORLD - 1 - i);
   static const int peers[] = {3, 2, 0};
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(r->seen[1 + WORLD + 1 + i].aux, peers[i]);
-    assert_int_equal(r->seen[1 + WORLD + 4 + i].aux, peers[i]);
+    assert_int_equal(r->seen[2 + WORLD + 1 + i].aux, peers[i]);
+    assert_int_equal(r->seen[2 + WORLD + 4 + i].aux, peers[i]);
   }
   free(r);
   finish(&m);
 }
 
 /* The exported fd is deferred: closed only after the final release of the
- * handle it came from (docs/quirks.md, export-fd-lifetime). */
+ * handle it came from (docs/quirks.md, export-fd-lifetime).  An
+ * allocation's zeroing event, never waited for, goes first. */
 static void block_release_unmaps_unreserves_releases_handle_then_closes_fd(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
   reach(&m, BLOCK, MORI_WS_EXPORTED, 0);
   assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
-  static const mori_res want[] = {MORI_RES_LOCAL_MAPPING, MORI_RES_LOCAL_RESERVATION,
-                                  MORI_RES_PHYS_HANDLE, MORI_RES_EXPORTED_FD};
-  assert_int_equal(r->n, 4);
-  for (size_t i = 0; i < 4; i++) assert_int_equal(r->seen[i].kind, want[i]);
+  static const mori_res want[] = {MORI_RES_ZERO_EVENT, MORI_RES_LOCAL_MAPPING,
+                                  MORI_RES_LOCAL_RESERVATION, MORI_RES_PHYS_HANDLE,
+                                  MORI_RES_EXPORTED_FD};
+  assert_int_equal(r->n, 5);
+  for (size_t i = 0; i < 5; i++) assert_int_equal(r->seen[i].kind, want[i]);
   free(r);
   finish(&m);
 }
@@ -851,16 +894,16 @@ static void fail_rolls_back_a_partial_allocation_in_reverse(void **state) {
   finish(&m);
 }
 
-static void fail_mid_exchange_rolls_back_fds_then_the_channel(void **state) {
+static void fail_mid_exchange_rolls_back_fds_then_the_slot_then_the_channel(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
   reach(&m, WINDOW, MORI_WS_SLOT_TAKEN, WORLD);
   must_push(&m, MORI_RES_RECEIVED_FD, 20, 0, 0);
   must_push(&m, MORI_RES_RECEIVED_FD, 22, 0, 2);
   assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_OK);
-  static const uintptr_t want[] = {22, 20, 0xc4a7};
-  assert_int_equal(r->n, 3);
-  for (size_t i = 0; i < 3; i++) assert_int_equal(r->seen[i].value, want[i]);
+  static const uintptr_t want[] = {22, 20, 0x3170, 0xc4a7};
+  assert_int_equal(r->n, 4);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(r->seen[i].value, want[i]);
   assert_int_equal(m.state, MORI_WS_FAILED);
   free(r);
   finish(&m);
@@ -879,7 +922,7 @@ static void release_goes_on_past_failing_callbacks_and_reports_the_first(void **
   r->fail[1].rc = -7;
   assert_int_equal(mori_fsm_release(&m, record, r), -7);
   assert_int_equal(r->n, n - 1); /* every entry but the block reference */
-  assert_int_equal(r->seen[r->n - 1].kind, MORI_RES_RECEIVED_FD);
+  assert_int_equal(r->seen[r->n - 1].kind, MORI_RES_SIGNAL_SLOT);
   assert_non_null(strstr(m.why, "SLOT_MAPPING"));
   assert_int_equal(m.state, MORI_WS_RELEASED);
   assert_int_equal(m.len, 0);
@@ -894,9 +937,9 @@ static void fail_goes_on_past_a_failing_callback_and_ends_failed(void **state) {
   r->fail[0].kind = MORI_RES_EXPORTED_FD;
   r->fail[0].rc = -5;
   assert_int_equal(mori_fsm_fail(&m, record, r), -5);
-  assert_int_equal(r->n, 4);
-  assert_int_equal(r->seen[2].kind, MORI_RES_PHYS_HANDLE);
-  assert_int_equal(r->seen[3].kind, MORI_RES_EXPORTED_FD);
+  assert_int_equal(r->n, 5);
+  assert_int_equal(r->seen[3].kind, MORI_RES_PHYS_HANDLE);
+  assert_int_equal(r->seen[4].kind, MORI_RES_EXPORTED_FD);
   assert_int_equal(m.state, MORI_WS_FAILED);
   assert_int_equal(m.len, 0);
   free(r);
@@ -942,7 +985,7 @@ static void release_without_a_callback_is_refused_while_entries_need_one(void **
   assert_int_equal(mori_fsm_fail(&m, NULL, NULL), MORI_FSM_EILLEGAL);
   assert_non_null(strstr(m.why, "no release callback"));
   assert_int_equal(m.state, MORI_WS_EXPORTED);
-  assert_int_equal(m.len, 4);
+  assert_int_equal(m.len, 5);
   finish(&m);
 }
 
@@ -982,7 +1025,8 @@ static void names_are_the_enumerators_and_out_of_range_is_a_question_mark(void *
   static const char *const res[] = {
       "PHYS_HANDLE", "LOCAL_RESERVATION", "LOCAL_MAPPING",    "EXPORTED_FD",
       "BLOCK_REF",   "CHANNEL",           "RECEIVED_FD",      "IMPORTED_HANDLE",
-      "SPAN_RESERVATION", "SLOT_MAPPING", "DEVICE_TABLE"};
+      "SPAN_RESERVATION", "SLOT_MAPPING", "DEVICE_TABLE",     "ZERO_EVENT",
+      "SIGNAL_SLOT",      "SIGNAL_STATE"};
   for (int i = 0; i < MORI_WS__COUNT; i++) {
     assert_string_equal(mori_wstate_name((mori_wstate)i), states[i]);
     assert_non_null(mori_wstate_invariants((mori_wstate)i));
@@ -1006,9 +1050,9 @@ static void invariant_lines_are_what_the_invariant_table_says(void **state) {
   }
   /* and the table says what the design says */
   assert_string_equal(mori_wstate_invariants(MORI_WS_MAPPED),
-                      "window: 1 block reference, 0..world-1 received fds, "
+                      "window: 1 block reference, 1 signal slot, 0..world-1 received fds, "
                       "world-1 imported handles, 1 span reservation, world slot mappings, "
-                      "1 device table");
+                      "1 device table, 0..1 signal state");
   assert_string_equal(mori_wstate_invariants(MORI_WS_INIT), "empty ledger");
 }
 
@@ -1311,6 +1355,11 @@ static void dot_draws_one_node_per_state_and_one_edge_per_table_row(void **state
     edges += strncmp(bol, "  subgraph", 10) != 0 && bol[2] != ' '; /* not inside a cluster */
   }
   assert_int_equal(edges, distinct);
+  /* a tooltip says what its row does: a step records, RELEASE and FAIL unwind */
+  assert_non_null(strstr(dot, "  BACKED -> ACCESSIBLE [label=\"GRANT\\n(block)\", "
+                              "tooltip=\"acquires nothing\"];\n"));
+  assert_non_null(strstr(dot, "  MAPPED -> RELEASED [label=\"RELEASE\\n(window)\", "
+                              "tooltip=\"unwinds the ledger in reverse order\"];\n"));
   free(dot);
 }
 
@@ -1380,7 +1429,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(window_release_frees_tables_then_slots_then_span_then_imports),
       cmocka_unit_test(block_release_unmaps_unreserves_releases_handle_then_closes_fd),
       cmocka_unit_test(fail_rolls_back_a_partial_allocation_in_reverse),
-      cmocka_unit_test(fail_mid_exchange_rolls_back_fds_then_the_channel),
+      cmocka_unit_test(fail_mid_exchange_rolls_back_fds_then_the_slot_then_the_channel),
       cmocka_unit_test(release_goes_on_past_failing_callbacks_and_reports_the_first),
       cmocka_unit_test(fail_goes_on_past_a_failing_callback_and_ends_failed),
       cmocka_unit_test(block_ref_never_reaches_the_release_callback),

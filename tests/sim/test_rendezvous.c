@@ -126,6 +126,7 @@ typedef struct plain_store {
   long self_waits, gets;
   char self_key[256];
   int delay_request_ms; /* this rank publishes its request that late */
+  int fail_mapped;      /* sets of this rank's "mapped" barrier key fail */
   int watch_rank;       /* reads of this rank's join that found it (-1: none) */
   long join_reads, quick_rereads; /* the latter: within 0.9 ms of the one before */
   double last_read_ms;
@@ -147,6 +148,7 @@ static int own_key(const plain_store *p, const char *key) {
 static int ps_set(mori_store *s, const char *key, const void *value, size_t len) {
   plain_store *p = (plain_store *)s;
   if (p->delay_request_ms > 0 && strstr(key, "/req/") != NULL) usleep(p->delay_request_ms * 1000);
+  if (p->fail_mapped && strstr(key, "/mapped/") != NULL) return MORI_EIO;
   return p->inner->set(p->inner, key, value, len);
 }
 
@@ -234,6 +236,39 @@ static int late_request_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
 static void leader_reads_an_answered_join_at_most_once_a_millisecond(void **s) {
   (void)s;
   run_expect(2, late_request_rank, NULL, -1);
+}
+
+/* A rendezvous that fails after it took its signal slot (at the "mapped"
+ * barrier, the last step: everything is acquired) gives the slot back with
+ * the rest of its ledger.  A block has eight slots: after eight such
+ * failures a ninth rendezvous on the block still finds one free. */
+static int failed_rendezvous_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  plain_store ps = plain_store_of(ctx);
+  void *base = NULL;
+  mori_window *w = NULL;
+  char group[32];
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  ps.fail_mapped = 1;
+  for (int i = 0; i < 8; i++) {
+    snprintf(group, sizeof group, "failing-%d", i);
+    int rc = mori_symm_rendezvous(base, group, ctx->rank, ctx->world, &ps.base, &w, NULL);
+    CHECK(rc != 0, "rendezvous %s with a failing barrier succeeded", group);
+    CHECK(strstr(mori_last_error(), "signal slots") == NULL, "rendezvous %s: %s", group,
+          mori_last_error());
+  }
+  ps.fail_mapped = 0;
+  CHECK(mori_symm_rendezvous(base, "after", ctx->rank, ctx->world, &ps.base, &w, NULL) == 0,
+        "rendezvous after eight failed ones: %s", mori_last_error());
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "failed rendezvous");
+}
+
+static void a_failed_rendezvous_gives_its_signal_slot_back(void **s) {
+  (void)s;
+  run_expect(2, failed_rendezvous_rank, NULL, -1);
 }
 
 static void lifecycle_at_2_ranks(void **s) { (void)s; run_expect(2, lifecycle_rank, NULL, -1); }
@@ -691,6 +726,7 @@ int main(void) {
       cmocka_unit_test(rendezvous_over_a_store_without_change_waits),
       cmocka_unit_test(leader_reads_an_answered_join_at_most_once_a_millisecond),
       cmocka_unit_test(two_groups_on_one_block),
+      cmocka_unit_test(a_failed_rendezvous_gives_its_signal_slot_back),
       cmocka_unit_test(alloc_exports_nothing_until_the_first_rendezvous_of_its_block),
       cmocka_unit_test(two_groups_of_one_block_signal_on_one_channel_at_once),
       cmocka_unit_test(overlapping_subgroups_keep_their_own_sequence),

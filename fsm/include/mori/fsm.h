@@ -111,6 +111,12 @@ typedef enum mori_res {
   MORI_RES_SPAN_RESERVATION,  /* window: world_size x stride reservation */
   MORI_RES_SLOT_MAPPING,      /* window: one slot of the span mapped (aux = rank) */
   MORI_RES_DEVICE_TABLE,      /* window: device pointer table (hipMalloc) */
+  /* Numbered after the others (the fuzz corpora name kinds by number);
+   * the ledger's order is the tier column of fsm.c, not this one. */
+  MORI_RES_ZERO_EVENT,        /* block: event after the buffer's zeroing on the caller's stream
+                                 (value: the block), until the first rendezvous waits for it */
+  MORI_RES_SIGNAL_SLOT,       /* window: its private signal slot (value: the window, aux: slot) */
+  MORI_RES_SIGNAL_STATE,      /* window: signal counts and watchdog entries (value: the window) */
   MORI_RES__COUNT
 } mori_res;
 
