@@ -1,10 +1,12 @@
 #!/bin/sh
 # run-afl.sh - runs AFL++ on one fuzz target for a fixed time and fails if
-# it saved a crash (afl-fuzz itself exits 0 even then).
+# it saved a crash (afl-fuzz itself exits 0 even then).  ctest runs it for
+# every target (fuzz.afl.<target> in build-afl, fuzz.afl_suite in the
+# default build); by hand:
 #
 #   fuzz/run-afl.sh TARGET SECONDS
 #
-# Needs the AFL++ build (docs/fuzzing.md):
+# Needs the AFL++ build (fuzz/ci.sh --build-only makes it; docs/fuzzing.md):
 #   cmake -S . -B build-afl -G Ninja -DCMAKE_C_COMPILER=afl-clang-fast \
 #         -DMORI_FUZZ_AFL=ON -DMORI_BUILD_TESTS=OFF -DMORI_WERROR=OFF
 #   ninja -C build-afl mori_fuzz_all
@@ -61,9 +63,19 @@ echo "run-afl.sh: $target: $(field execs_done) execs in $(field run_time) s" \
   "($(field execs_per_sec)/s), $(field corpus_count) paths, $(field edges_found) edges," \
   "bitmap $(field bitmap_cvg), $(field saved_crashes) crashes, $(field saved_hangs) hangs"
 
+# afl-fuzz skips a seed that crashes the harness and fuzzes on: that is a
+# crash found as much as any other.
+seeds=$(sed -n "s/.*Test case '[^']*orig:\([^']*\)' results in a crash.*/\1/p" "$out/afl-fuzz.log")
+if [ -n "$seeds" ]; then
+  echo "run-afl.sh: $target: seeds of fuzz/corpus/$target crash the harness (afl-fuzz skipped them):" >&2
+  echo "$seeds" >&2
+  exit 1
+fi
 crashes=$(find "$out/default/crashes" -type f -name 'id:*' 2>/dev/null)
 if [ -n "$crashes" ]; then
   echo "run-afl.sh: $target: AFL++ saved crashes (replay each with $harness FILE):" >&2
   echo "$crashes" >&2
+  echo "run-afl.sh: fix the bug, and keep each input as a regression, named for what it was:" >&2
+  echo "  cp FILE $root/fuzz/regressions/$target/<what-it-was>" >&2
   exit 1
 fi

@@ -12,7 +12,7 @@ if [ -z "${MORI_TEST_NO_BUILD:-}" ]; then
   bash scripts/deps.sh
   cmake -S . -B "$build" -G Ninja
   cmake --build "$build" -j "$jobs"
-  bash fuzz/ci.sh --build-only   # clang + libFuzzer tree; run by fuzz.libfuzzer_suite
+  bash fuzz/ci.sh --build-only   # libFuzzer and AFL++ trees; run by fuzz.libfuzzer_suite, fuzz.afl_suite
   bash tests/tsan/ci.sh --build-only   # clang + ThreadSanitizer tree; run by tsan.suite
 fi
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$jobs" "$@"
