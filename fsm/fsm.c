@@ -72,21 +72,21 @@
  *   (and then marked for zeroing before its next use).
  *
  * EXCHANGED (window):
- *   Every peer's fd received on the fd path (0..world-1 received fds: the
+ *   Every peer's fd received on the fd path (0..world_size-1 received fds: the
  *   fabric path receives none), kept open until the handle imported from it
  *   is released; the channel is closed and out of the ledger.
  *
  * RENDEZVOUS (window):
- *   Every peer's handle imported: exactly world-1 imported handles (none
+ *   Every peer's handle imported: exactly world_size-1 imported handles (none
  *   for the own rank, whose slot maps the block's own handle).  No span,
  *   slot or table yet.
  *
  * SPAN_RESERVED (window):
- *   The RENDEZVOUS resources plus one span reservation of world x stride;
+ *   The RENDEZVOUS resources plus one span reservation of world_size x stride;
  *   no slot mapped yet.
  *
  * SLOTS_MAPPED (window):
- *   Exactly world slot mappings, one per rank (the own slot from the
+ *   Exactly world_size slot mappings, one per rank (the own slot from the
  *   block's own handle, each peer's from its imported handle), not yet
  *   accessible.
  *
@@ -275,25 +275,25 @@ static const char *const state_lines[MORI_WS__COUNT] = {
     [MORI_WS_VALIDATED] = "window: 1 block reference, 0..1 channel",
     [MORI_WS_SLOT_TAKEN] = "window: 1 block reference, 0..1 channel, 1 signal slot",
     [MORI_WS_EXCHANGED] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds",
+        "0..world_size-1 received fds",
     [MORI_WS_RENDEZVOUS] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds, world-1 imported handles",
+        "0..world_size-1 received fds, world_size-1 imported handles",
     [MORI_WS_SPAN_RESERVED] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds, world-1 imported handles, "
+        "0..world_size-1 received fds, world_size-1 imported handles, "
         "1 span reservation",
     [MORI_WS_SLOTS_MAPPED] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds, world-1 imported handles, "
-        "1 span reservation, world slot mappings",
+        "0..world_size-1 received fds, world_size-1 imported handles, "
+        "1 span reservation, world_size slot mappings",
     [MORI_WS_SLOTS_ACCESSIBLE] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds, world-1 imported handles, "
-        "1 span reservation, world slot mappings",
+        "0..world_size-1 received fds, world_size-1 imported handles, "
+        "1 span reservation, world_size slot mappings",
     [MORI_WS_TABLES_BUILT] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds, world-1 imported handles, "
-        "1 span reservation, world slot mappings, 1 device table, "
+        "0..world_size-1 received fds, world_size-1 imported handles, "
+        "1 span reservation, world_size slot mappings, 1 device table, "
         "0..1 signal state",
     [MORI_WS_MAPPED] = "window: 1 block reference, 1 signal slot, "
-        "0..world-1 received fds, world-1 imported handles, "
-        "1 span reservation, world slot mappings, 1 device table, "
+        "0..world_size-1 received fds, world_size-1 imported handles, "
+        "1 span reservation, world_size slot mappings, 1 device table, "
         "0..1 signal state",
     [MORI_WS_RELEASED] = "empty ledger",
     [MORI_WS_FAILED] = "empty ledger",
@@ -559,7 +559,7 @@ static int check_entries(mori_fsm *m, const char *sn) {
       return say(m, MORI_FSM_EINVARIANT, "%s: %s in a %s ledger", sn, info->name,
                  mori__fsm_kind_name(m->kind));
     if (info->per_peer && (e->aux < 0 || e->aux >= m->world_size))
-      return say(m, MORI_FSM_EINVARIANT, "%s: %s aux %d outside world %d", sn, info->name,
+      return say(m, MORI_FSM_EINVARIANT, "%s: %s aux %d outside the world of %d", sn, info->name,
                  e->aux, m->world_size);
     if (info->peer_only && e->aux == m->rank)
       return say(m, MORI_FSM_EINVARIANT, "%s: %s from own rank %d", sn, info->name, e->aux);
@@ -607,7 +607,7 @@ int mori_fsm_check(mori_fsm *m) {
     return say(m, MORI_FSM_EINVARIANT, "%s: not a state of a %s machine", sn,
                mori__fsm_kind_name(m->kind));
   if (m->kind == MORI_FSM_WINDOW && (m->rank < 0 || m->rank >= m->world_size))
-    return say(m, MORI_FSM_EINVARIANT, "%s: rank %d outside world %d", sn, m->rank,
+    return say(m, MORI_FSM_EINVARIANT, "%s: rank %d outside the world of %d", sn, m->rank,
                m->world_size);
   int rc = check_entries(m, sn);
   if (rc == 0) rc = check_peers(m, sn);

@@ -31,11 +31,11 @@ static void put_bound(text *t, mori__bound b) {
   if (b.per_world == 0)
     put(t, "%d", b.plus);
   else if (b.per_world == 1 && b.plus == 0)
-    put(t, "world");
+    put(t, "world_size");
   else if (b.per_world == 1)
-    put(t, "world%+d", b.plus);
+    put(t, "world_size%+d", b.plus);
   else
-    put(t, "%d*world%+d", b.per_world, b.plus);
+    put(t, "%d*world_size%+d", b.per_world, b.plus);
 }
 
 static int is_const(mori__bound b, int c) { return b.per_world == 0 && b.plus == c; }

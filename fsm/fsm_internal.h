@@ -39,7 +39,7 @@ typedef struct mori__fsm_invariant {
 
 typedef struct mori__res_info {
   const char *name, *singular, *plural;
-  unsigned char per_peer; /* aux is a rank in [0, world) */
+  unsigned char per_peer; /* aux is a rank in [0, world_size) */
   unsigned char peer_only; /* ... and never the own rank */
   unsigned char tier;      /* ledger order: tiers never decrease */
   unsigned char deferred;  /* unwound after every other entry */

@@ -269,7 +269,7 @@ void mori_channel_close(mori_channel *ch) {
 typedef struct exchange {
   mori_channel *ch;
   const mori_request *reqs;
-  int world, self;
+  int world_size, self;
   uint64_t window_seq;
   int my_fd;
   int *fds;      /* fds_out */
@@ -309,7 +309,7 @@ static void close_fds(int *fds, int n) {
  * claims is named by the check that rejected it. */
 static void describe_sender(const exchange *x, const arrival *a, char *out, size_t cap) {
   int owner = -1;
-  for (int r = 0; a->has_cred && r < x->world && owner < 0; r++)
+  for (int r = 0; a->has_cred && r < x->world_size && owner < 0; r++)
     if (x->reqs[r].pid == (uint32_t)a->cred.pid) owner = r;
   if (!a->has_cred)
     snprintf(out, cap, "a sender without credentials");
@@ -334,7 +334,7 @@ static int check_arrival(const exchange *x, const uint8_t *buf, ssize_t n, int m
     return mori__error(MORI_EPROTO, "undecodable datagram of %zd bytes: %s", n,
                        mori_wire_strerror(wrc));
   if (!a->has_cred) return mori__error(MORI_EAUTH, "no SCM_CREDENTIALS with the datagram");
-  mori_datagram_expect e = {x->window_seq, x->self, x->world, x->reqs, x->seen, x->challenge};
+  mori_datagram_expect e = {x->window_seq, x->self, x->world_size, x->reqs, x->seen, x->challenge};
   return mori_validate_datagram(d, a->cred.pid, a->cred.uid, a->nfds, &e);
 }
 
@@ -356,7 +356,7 @@ static void collect_control(struct msghdr *msg, arrival *a) {
  * request (this process's other channels included).  Only the kernel can
  * say this; anything in the bytes can be copied from the store. */
 static int from_member(const exchange *x, const arrival *a) {
-  for (int r = 0; a->has_cred && r < x->world; r++)
+  for (int r = 0; a->has_cred && r < x->world_size; r++)
     if (x->reqs[r].pid == (uint32_t)a->cred.pid && x->reqs[r].uid == (uint32_t)a->cred.uid)
       return 1;
   return 0;
@@ -423,7 +423,7 @@ static int done(const exchange *x) { return x->to_send == 0 && x->to_receive == 
  * fd may be in while ours wait for their answers. */
 static int receive_pending(exchange *x) {
   int rc;
-  for (int n = 0; n < 3 * x->world + 64 && !done(x) && (rc = receive_one(x)) != 0; n++)
+  for (int n = 0; n < 3 * x->world_size + 64 && !done(x) && (rc = receive_one(x)) != 0; n++)
     if (rc < 0) return rc;
   return 0;
 }
@@ -514,7 +514,7 @@ static int resolve_peer(exchange *x, int r) {
 
 /* Every peer's socket, before the first fd leaves this process. */
 static int resolve_peers(exchange *x) {
-  for (int r = 0; r < x->world; r++)
+  for (int r = 0; r < x->world_size; r++)
     if (r != x->self) MORI_GUARD(resolve_peer(x, r));
   return 0;
 }
@@ -576,8 +576,8 @@ static const struct {
  * all ranks do not pile into rank 0's queue. */
 static int send_pending(exchange *x) {
   x->held_up = 0;
-  for (int i = 1; i < x->world; i++) {
-    int r = (x->self + i) % x->world;
+  for (int i = 1; i < x->world_size; i++) {
+    int r = (x->self + i) % x->world_size;
     for (size_t k = 0; k < sizeof sends / sizeof sends[0]; k++) {
       uint32_t type = sends[k].type;
       if ((x->sent[r] & BIT(type)) || (x->seen[r] & sends[k].needs) != sends[k].needs) continue;
@@ -608,7 +608,7 @@ static int list_ranks(const exchange *x, rank_pred pred, char *out, size_t cap) 
   size_t n = 0;
   int listed = 0, missing = 0, first = -1;
   out[0] = '\0';
-  for (int r = 0; r < x->world; r++) {
+  for (int r = 0; r < x->world_size; r++) {
     if (r == x->self || !pred(x, r)) continue;
     if (first < 0) first = r;
     if (listed++ < LIST_RANKS_MAX && n < cap)
@@ -687,13 +687,13 @@ static int exchange_run(exchange *x, int timeout_ms) {
   }
 }
 
-static int exchange_check_args(const mori_channel *ch, const mori_request *reqs, int world,
+static int exchange_check_args(const mori_channel *ch, const mori_request *reqs, int world_size,
                                int self, int my_fd, const int *fds_out, int timeout_ms) {
   if (!ch || !reqs || !fds_out) return mori__error(MORI_EINVAL, "NULL argument");
   if (timeout_ms < 0) return mori__error(MORI_EINVAL, "negative timeout %d", timeout_ms);
-  if (world < 1 || world > MORI_WIRE_MAX_WORLD || self < 0 || self >= world)
-    return mori__error(MORI_ERANGE, "rank %d of world %d", self, world);
-  if (world > 1 && my_fd < 0) return mori__error(MORI_EINVAL, "no fd to send (%d)", my_fd);
+  if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || self < 0 || self >= world_size)
+    return mori__error(MORI_ERANGE, "rank %d of world %d", self, world_size);
+  if (world_size > 1 && my_fd < 0) return mori__error(MORI_EINVAL, "no fd to send (%d)", my_fd);
   if (strcmp(reqs[self].socket_name, ch->name) != 0)
     return mori__error(MORI_EINVAL, "own request names socket '%s', this channel is '%s'",
                        reqs[self].socket_name, ch->name);
@@ -705,35 +705,36 @@ void mori_channel_set_abort_check(mori_channel *ch, int (*check)(void *ctx), voi
   ch->abort_ctx = ctx;
 }
 
-int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world, int self,
+int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world_size, int self,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms) {
   uint8_t *flags = NULL;
   int *dest = NULL;
   uint64_t *secrets = NULL;
   exchange x = {0};
-  for (int r = 0; fds_out && r < world && r < MORI_WIRE_MAX_WORLD; r++) fds_out[r] = -1;
-  int rc = exchange_check_args(ch, reqs, world, self, my_fd, fds_out, timeout_ms);
+  for (int r = 0; fds_out && r < world_size && r < MORI_WIRE_MAX_WORLD; r++) fds_out[r] = -1;
+  int rc = exchange_check_args(ch, reqs, world_size, self, my_fd, fds_out, timeout_ms);
   if (rc < 0) goto Exit;
-  flags = mori_calloc(2, (size_t)world);
-  dest = mori_malloc((size_t)world * sizeof *dest);
-  secrets = mori_calloc(2 * (size_t)world, sizeof *secrets);
+  flags = mori_calloc(2, (size_t)world_size);
+  dest = mori_malloc((size_t)world_size * sizeof *dest);
+  secrets = mori_calloc(2 * (size_t)world_size, sizeof *secrets);
   if (!flags || !dest || !secrets) {
     rc = mori__nomem("fd channel: %zu bytes",
-                     (size_t)world * (2 + sizeof *dest + 2 * sizeof *secrets));
+                     (size_t)world_size * (2 + sizeof *dest + 2 * sizeof *secrets));
     goto Exit;
   }
-  for (int r = 0; r < world; r++) {
+  for (int r = 0; r < world_size; r++) {
     dest[r] = -1;
     secrets[r] = mori__random64(); /* a fresh challenge for each peer's socket */
   }
-  x = (exchange){.ch = ch, .reqs = reqs, .world = world, .self = self, .window_seq = window_seq,
-                 .my_fd = my_fd, .fds = fds_out, .dest = dest, .sent = flags,
-                 .seen = flags + world, .challenge = secrets, .owed = secrets + world,
-                 .to_send = world - 1, .to_receive = world - 1};
+  x = (exchange){.ch = ch, .reqs = reqs, .world_size = world_size, .self = self,
+                 .window_seq = window_seq, .my_fd = my_fd, .fds = fds_out, .dest = dest,
+                 .sent = flags, .seen = flags + world_size, .challenge = secrets,
+                 .owed = secrets + world_size, .to_send = world_size - 1,
+                 .to_receive = world_size - 1};
   rc = exchange_run(&x, timeout_ms);
-  if (rc < 0) close_fds(fds_out, world);
+  if (rc < 0) close_fds(fds_out, world_size);
   if (rc < 0) report_drops(&x);
-  close_fds(dest, world);
+  close_fds(dest, world_size);
   ch->dropped = x.dropped;
 Exit:
   free(flags);

@@ -200,12 +200,12 @@ struct mori_window {
   char incarnation[65];     /* the group's, namespacing every key (rendezvous_store.c) */
   int incarnation_tried;    /* its agreement ran here (and failed, if incarnation is "") */
   long id;                  /* process-unique, for log lines */
-  int rank, world;
+  int rank, world_size;
   int handle_type, direct_access;
   mori_fsm fsm;
   void *span;
   size_t stride;
-  void **buffer_ptrs, **pad_ptrs; /* host tables: one array of 2 * world, pad_ptrs its second half */
+  void **buffer_ptrs, **pad_ptrs; /* host tables: 2 * world_size, pad_ptrs the second half */
   void *buffer_ptrs_dev, *pad_ptrs_dev; /* the same on the device: one allocation */
   int max_channels;
   int signal_slot;          /* this window's private signal slot on the block */
@@ -315,7 +315,7 @@ int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
  * seq: agrees the incarnation as that rendezvous would (the leader keeps
  * answering joins until every member's request is in, or timeout_ms) and
  * publishes an abort saying why, so peers fail now, not at their timeout. */
-int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world,
+int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world_size,
                            mori_store *store, const char *why, int timeout_ms);
 /* The fd channel's abort check: ctx is a struct mori__abort_ctx. */
 struct mori__abort_ctx {

@@ -47,15 +47,15 @@ static uint64_t size_field(const mori_request *r, size_t offset) {
   return v;
 }
 
-static int check_identity(const mori_request *reqs, int world) {
-  for (int i = 0; i < world; i++) {
+static int check_identity(const mori_request *reqs, int world_size) {
+  for (int i = 0; i < world_size; i++) {
     if (reqs[i].rank != (uint32_t)i)
       return mori__error(MORI_EPROTO, "rendezvous: the request gathered for rank %d claims rank %u",
                          i, reqs[i].rank);
-    if (reqs[i].world_size != (uint32_t)world)
+    if (reqs[i].world_size != (uint32_t)world_size)
       return mori__error(MORI_EMISMATCH,
                          "rendezvous: rank %d world_size %u differs from the group's %d", i,
-                         reqs[i].world_size, world);
+                         reqs[i].world_size, world_size);
   }
   return 0;
 }
@@ -63,8 +63,8 @@ static int check_identity(const mori_request *reqs, int world) {
 /* Peers are us: an fd goes only to a process of our own uid, so a request
  * naming another uid (whoever wrote it into the store) ends the
  * rendezvous before any fd is sent.  The own request carries our euid. */
-static int check_same_user(const mori_request *reqs, int world, int self) {
-  for (int i = 0; i < world; i++)
+static int check_same_user(const mori_request *reqs, int world_size, int self) {
+  for (int i = 0; i < world_size; i++)
     if (reqs[i].uid != reqs[self].uid)
       return mori__error(MORI_EAUTH,
                          "rendezvous: rank %d's request says uid %u, but this process (rank %d) "
@@ -73,8 +73,8 @@ static int check_same_user(const mori_request *reqs, int world, int self) {
   return 0;
 }
 
-static int check_agreement(const mori_request *reqs, int world) {
-  for (int i = 1; i < world; i++) {
+static int check_agreement(const mori_request *reqs, int world_size) {
+  for (int i = 1; i < world_size; i++) {
     for (size_t f = 0; f < sizeof agreed_sizes / sizeof agreed_sizes[0]; f++) {
       uint64_t mine = size_field(&reqs[i], agreed_sizes[f].offset);
       uint64_t first = size_field(&reqs[0], agreed_sizes[f].offset);
@@ -95,8 +95,8 @@ static int check_agreement(const mori_request *reqs, int world) {
   return 0;
 }
 
-static int first_other_host(const mori_request *reqs, int world, int self) {
-  for (int i = 0; i < world; i++)
+static int first_other_host(const mori_request *reqs, int world_size, int self) {
+  for (int i = 0; i < world_size; i++)
     if (memcmp(reqs[i].host_id, reqs[self].host_id, MORI_WIRE_HOST_ID_SIZE) != 0) return i;
   return -1;
 }
@@ -110,9 +110,9 @@ static int first_other_host(const mori_request *reqs, int world, int self) {
  * scale-up fabric).  MORI has no network path: a world that is not within
  * direct access is refused, never formed with holes.  Returns the first
  * rank this rank cannot reach, or -1. */
-static int first_unreachable(const mori_request *reqs, int world, int self) {
+static int first_unreachable(const mori_request *reqs, int world_size, int self) {
   if (reqs[self].handle_type == hipMemHandleTypeFabric) return -1;
-  return first_other_host(reqs, world, self);
+  return first_other_host(reqs, world_size, self);
 }
 
 /* Duplicates are found by sorting (host, device) and nonce keys: worlds go
@@ -147,10 +147,10 @@ static int cmp_nonce(const void *pa, const void *pb) {
 /* Devices must be distinct per host unless overlapping devices are allowed
  * (torch's TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES): then several ranks
  * share a device, each with its own allocation, as in torch's test of it. */
-static int check_distinct(const mori_request *reqs, int world) {
-  rank_key *keys = mori_malloc((size_t)world * sizeof *keys);
-  if (!keys) return mori__nomem("rendezvous: %d rank keys", world);
-  for (int i = 0; i < world; i++) {
+static int check_distinct(const mori_request *reqs, int world_size) {
+  rank_key *keys = mori_malloc((size_t)world_size * sizeof *keys);
+  if (!keys) return mori__nomem("rendezvous: %d rank keys", world_size);
+  for (int i = 0; i < world_size; i++) {
     memcpy(keys[i].host_id, reqs[i].host_id, MORI_WIRE_HOST_ID_SIZE);
     keys[i].device = reqs[i].device;
     keys[i].nonce = reqs[i].nonce;
@@ -158,16 +158,16 @@ static int check_distinct(const mori_request *reqs, int world) {
   }
   int rc = 0;
   if (!mori_symm_allow_overlapping_devices()) {
-    qsort(keys, (size_t)world, sizeof *keys, cmp_device);
-    for (int i = 1; i < world && rc == 0; i++)
+    qsort(keys, (size_t)world_size, sizeof *keys, cmp_device);
+    for (int i = 1; i < world_size && rc == 0; i++)
       if (same_device(&keys[i - 1], &keys[i]))
         rc = mori__error(MORI_EMISMATCH,
                          "rendezvous: ranks %d and %d both use device %d on one host "
                          "(TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 allows it)",
                          keys[i - 1].rank, keys[i].rank, (int)keys[i].device);
   }
-  if (rc == 0) qsort(keys, (size_t)world, sizeof *keys, cmp_nonce);
-  for (int i = 1; i < world && rc == 0; i++)
+  if (rc == 0) qsort(keys, (size_t)world_size, sizeof *keys, cmp_nonce);
+  for (int i = 1; i < world_size && rc == 0; i++)
     if (keys[i - 1].nonce == keys[i].nonce)
       rc = mori__error(MORI_EPROTO, "rendezvous: ranks %d and %d sent the same nonce %#llx",
                        keys[i - 1].rank, keys[i].rank, (unsigned long long)keys[i].nonce);
@@ -175,24 +175,26 @@ static int check_distinct(const mori_request *reqs, int world) {
   return rc;
 }
 
-int mori_validate_world(const mori_request *reqs, int world, int self, mori_world_info *info) {
-  if (!reqs || !info || world < 1 || world > MORI_WIRE_MAX_WORLD || self < 0 || self >= world)
-    return mori__error(MORI_EINVAL, "mori_validate_world: world %d, self %d", world, self);
-  MORI_GUARD(check_identity(reqs, world));
-  MORI_GUARD(check_same_user(reqs, world, self));
-  MORI_GUARD(check_agreement(reqs, world));
+int mori_validate_world(const mori_request *reqs, int world_size, int self,
+                        mori_world_info *info) {
+  if (!reqs || !info || world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || self < 0 ||
+      self >= world_size)
+    return mori__error(MORI_EINVAL, "mori_validate_world: world %d, self %d", world_size, self);
+  MORI_GUARD(check_identity(reqs, world_size));
+  MORI_GUARD(check_same_user(reqs, world_size, self));
+  MORI_GUARD(check_agreement(reqs, world_size));
 
   /* The fd path is host-local: fds travel over AF_UNIX sockets. */
-  int unreachable = first_unreachable(reqs, world, self);
+  int unreachable = first_unreachable(reqs, world_size, self);
   if (unreachable >= 0)
     return mori__error(MORI_EMISMATCH,
                        "group spans hosts (rank %d on another host than rank %d) but handle type "
                        "is posix_fd: needs fabric handles",
                        unreachable, self);
-  MORI_GUARD(check_distinct(reqs, world));
+  MORI_GUARD(check_distinct(reqs, world_size));
 
   info->handle_type = reqs[0].handle_type;
-  info->same_host = first_other_host(reqs, world, self) < 0;
+  info->same_host = first_other_host(reqs, world_size, self) < 0;
   info->world_within_direct_access = unreachable < 0;
   info->alloc_size = reqs[0].alloc_size;
   return 0;
@@ -216,9 +218,9 @@ static const struct {
 static int check_addressing(const mori_datagram *d, int nfds, const mori_datagram_expect *x) {
   uint32_t s = d->sender_rank, self = (uint32_t)x->self_rank;
   const char *what = datagram_types[d->type].name;
-  if (s >= (uint32_t)x->world)
+  if (s >= (uint32_t)x->world_size)
     return mori__error(MORI_EPROTO, "%s claims rank %u, outside the world of %d", what, s,
-                       x->world);
+                       x->world_size);
   if (s == self)
     return mori__error(MORI_EPROTO, "%s claims rank %u, which is this rank", what, s);
   if (nfds != datagram_types[d->type].nfds)
@@ -276,12 +278,12 @@ static int check_echo(const mori_datagram *d, const mori_datagram_expect *x) {
 /* Duplicates are checked last, so a forged duplicate reads as forged. */
 int mori_validate_datagram(const mori_datagram *d, pid_t pid, uid_t uid, int nfds,
                            const mori_datagram_expect *x) {
-  if (!d || !x || !x->reqs || !x->seen || x->world < 1 || x->self_rank < 0 ||
-      x->self_rank >= x->world || d->type >= MORI_DATAGRAM__TYPES)
+  if (!d || !x || !x->reqs || !x->seen || x->world_size < 1 || x->self_rank < 0 ||
+      x->self_rank >= x->world_size || d->type >= MORI_DATAGRAM__TYPES)
     return mori__error(MORI_EINVAL,
                        "mori_validate_datagram: self rank %d, world %d, type %u, or no "
                        "requests/seen flags",
-                       x ? x->self_rank : -1, x ? x->world : 0, d ? d->type : 0);
+                       x ? x->self_rank : -1, x ? x->world_size : 0, d ? d->type : 0);
   MORI_GUARD(check_addressing(d, nfds, x));
   MORI_GUARD(check_credentials(d, pid, uid, x));
   MORI_GUARD(check_echo(d, x));

@@ -158,10 +158,10 @@ static int lead(mori_window *w, mori_store *store, incarnation *inc) {
   random_hex(inc->id);
   memcpy(w->incarnation, inc->id, sizeof inc->id);
   inc->lead_seq = w->seq;
-  if (w->world > 1) {
-    inc->answered = mori_calloc((size_t)w->world, sizeof *inc->answered);
+  if (w->world_size > 1) {
+    inc->answered = mori_calloc((size_t)w->world_size, sizeof *inc->answered);
     if (inc->answered == NULL) return mori__nomem("rendezvous");
-    for (int r = 1; r < w->world; r++) MORI_GUARD(answer_join(w, store, inc->answered, r, 1));
+    for (int r = 1; r < w->world_size; r++) MORI_GUARD(answer_join(w, store, inc->answered, r, 1));
   }
   return 0;
 }
@@ -357,7 +357,7 @@ static int ids_differ(const mori_window *w, mori_store *store, hex_id *answering
                       void *const *vals, const char *what, const char *missing, int timeout_ms) {
   hex_id other, nonce;
   if (store->incarnation != NULL) return 0; /* the launcher's id: no joins */
-  for (int r = 0; answering != NULL && r < w->world; r++)
+  for (int r = 0; answering != NULL && r < w->world_size; r++)
     if (r != w->rank && vals[r] == NULL && answering[r][0] &&
         answer_differs(w, store, r, answering[r], other))
       return mori__error(MORI_EMISMATCH,
@@ -387,7 +387,7 @@ static int ids_differ(const mori_window *w, mori_store *store, hex_id *answering
 static int gather(mori_window *w, mori_store *store, const char *what, void **vals, size_t *lens,
                   int timeout_ms, hex_id *answering, int stop_on_abort, const char *or_what) {
   char key[KEY_MAX], missing[256] = "";
-  int remaining = w->world - 1;
+  int remaining = w->world_size - 1;
   double started = mori__now_us(), deadline = started + timeout_ms * 1e3, reread_at = started;
   for (;;) {
     /* Joins already answered are read again once a millisecond, not at
@@ -396,7 +396,7 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
      * pass while the leader waits. */
     int reread = mori__now_us() >= reread_at;
     if (reread) reread_at = mori__now_us() + 1000;
-    for (int r = 0; r < w->world && remaining > 0; r++) {
+    for (int r = 0; r < w->world_size && remaining > 0; r++) {
       if (r == w->rank || vals[r] != NULL) continue;
       if (answering) MORI_GUARD(answer_join(w, store, answering, r, reread));
       MORI_GUARD(mori__store_key(key, sizeof key, w, what, r));
@@ -418,7 +418,7 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
     else if (answering) /* no change to wait for: pause, longer as the wait goes on */
       nap_us(mori_store_backoff_us(mori__now_us() - started), left_ms);
   }
-  for (int r = 0, n = 0; r < w->world; r++)
+  for (int r = 0, n = 0; r < w->world_size; r++)
     if (r != w->rank && vals[r] == NULL) {
       size_t m = strlen(missing);
       snprintf(missing + m, sizeof missing - m, "%s%d", n++ ? "," : "", r);
@@ -460,11 +460,11 @@ static int abort_window(mori_window *w, mori_store *store, const char *why, int 
   if (rc == 0 && w->rank != 0) rc = mori__store_key(key, sizeof key, w, "abort", w->rank);
   if (rc == 0 && w->rank != 0) rc = store->set(store, key, text, len);
   if (rc == 0 && answering) {
-    void **vals = mori_calloc((size_t)w->world, sizeof *vals);
-    size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
+    void **vals = mori_calloc((size_t)w->world_size, sizeof *vals);
+    size_t *lens = mori_calloc((size_t)w->world_size, sizeof *lens);
     if (vals && lens)
       (void)gather(w, store, "req", vals, lens, timeout_ms, answering, 0, "abort");
-    if (vals) mori__free_vals(vals, w->world);
+    if (vals) mori__free_vals(vals, w->world_size);
     free(vals);
     free(lens);
   }
@@ -491,9 +491,10 @@ void mori__publish_abort(mori_window *w, mori_store *store) {
   mori__error(0, "%s; publishing the abort also failed: %s", cause, failure);
 }
 
-int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world,
+int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world_size,
                            mori_store *store, const char *why, int timeout_ms) {
-  mori_window w = {.group = (char *)group, .seq = seq, .id = -1, .rank = rank, .world = world};
+  mori_window w = {
+      .group = (char *)group, .seq = seq, .id = -1, .rank = rank, .world_size = world_size};
   return abort_window(&w, store, why, timeout_ms);
 }
 
@@ -513,19 +514,19 @@ int mori__publish_request(mori_window *w, mori_store *store, const mori_request 
 int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
                           int timeout_ms) {
   hex_id *answering = take_answering(w);
-  void **vals = mori_calloc((size_t)w->world, sizeof *vals);
-  size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
+  void **vals = mori_calloc((size_t)w->world_size, sizeof *vals);
+  size_t *lens = mori_calloc((size_t)w->world_size, sizeof *lens);
   int rc = vals && lens ? 0 : mori__nomem("rendezvous");
   if (rc == 0) rc = gather(w, store, "req", vals, lens, timeout_ms, answering, 1, NULL);
   free(answering); /* every rank has the id now, or this rendezvous failed */
-  for (int r = 0; rc == 0 && r < w->world; r++) {
+  for (int r = 0; rc == 0 && r < w->world_size; r++) {
     if (r == w->rank) continue;
     int d = mori_wire_decode_request(vals[r], lens[r], &reqs[r]);
     if (d != 0)
       rc = mori__error(MORI_EPROTO, "request from rank %d rejected: %s", r,
                        mori_wire_strerror(d));
   }
-  if (vals) mori__free_vals(vals, w->world);
+  if (vals) mori__free_vals(vals, w->world_size);
   free(vals);
   free(lens);
   return rc;
@@ -538,12 +539,12 @@ int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int
   MORI_GUARD(mori__store_key(key, sizeof key, w, what, w->rank));
   /* Everything that can fail here fails before the own key is set: once
    * it is, peers may pass the barrier whatever this rank does next. */
-  void **vals = mori_calloc((size_t)w->world, sizeof *vals);
-  size_t *lens = mori_calloc((size_t)w->world, sizeof *lens);
+  void **vals = mori_calloc((size_t)w->world_size, sizeof *vals);
+  size_t *lens = mori_calloc((size_t)w->world_size, sizeof *lens);
   int rc = vals && lens ? store->set(store, key, "1", 1)
                         : mori__nomem("rendezvous");
   if (rc == 0) rc = mori__gather(w, store, what, vals, lens, timeout_ms);
-  if (vals) mori__free_vals(vals, w->world);
+  if (vals) mori__free_vals(vals, w->world_size);
   free(vals);
   free(lens);
   return rc;

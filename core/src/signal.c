@@ -11,7 +11,7 @@
  * by one.
  *
  * A slot is MORI_WIRE_SIGNAL_REGIONS areas of the pad's size; cell
- * (channel, rank) of an area sits at channel * world + rank, torch's
+ * (channel, rank) of an area sits at channel * world_size + rank, torch's
  * layout, so channels are bounded as torch bounds them.  phase(n) is
  * 1 << (n % 3): a cell that holds the phase of step n-1, n or n+1 of one
  * sequence tells the three apart; no value grows, nothing wraps (HIP's Gte
@@ -62,7 +62,7 @@ static uint32_t *cell(const mori_window *w, int owner, enum region r, int channe
   char *area = (char *)w->pad_ptrs[owner] +
                (size_t)(1 + w->signal_slot * MORI_WIRE_SIGNAL_REGIONS + r) *
                    w->block->signal_pad_size;
-  return (uint32_t *)area + (size_t)channel * (size_t)w->world + (size_t)index;
+  return (uint32_t *)area + (size_t)channel * (size_t)w->world_size + (size_t)index;
 }
 
 static uint32_t phase(uint64_t n) { return 1u << (n % 3); }
@@ -174,7 +174,7 @@ static void plan_count(struct plan *p, uint64_t *count, uint64_t value, enum com
 
 /* put k (eager): the previous signal consumed, then phase(k) to dst. */
 static int plan_put(struct plan *p, mori_window *w, int dst, int channel) {
-  uint64_t *puts = &w->signals->puts[(size_t)channel * (size_t)w->world + (size_t)dst];
+  uint64_t *puts = &w->signals->puts[(size_t)channel * (size_t)w->world_size + (size_t)dst];
   uint64_t k = __atomic_load_n(puts, __ATOMIC_RELAXED) + 1;
   plan_count(p, puts, k, COMMIT_ALL);
   if (k > 1)
@@ -185,7 +185,7 @@ static int plan_put(struct plan *p, mori_window *w, int dst, int channel) {
 
 /* wait j (eager): signal j, then its acknowledgement to src. */
 static int plan_wait(struct plan *p, mori_window *w, int src, int channel) {
-  uint64_t *waits = &w->signals->waits[(size_t)channel * (size_t)w->world + (size_t)src];
+  uint64_t *waits = &w->signals->waits[(size_t)channel * (size_t)w->world_size + (size_t)src];
   uint64_t j = __atomic_load_n(waits, __ATOMIC_RELAXED) + 1;
   plan_count(p, waits, j, COMMIT_ALL);
   MORI_GUARD(add_wait(p, w, REGION_PUT, channel, src, hipStreamWaitValueAnd, phase(j), phase(j),
@@ -209,10 +209,10 @@ static int plan_captured_wait(struct plan *p, const mori_window *w, int src, int
 
 /* In a capture: put to every peer, then wait for every peer. */
 static int plan_captured_barrier(struct plan *p, const mori_window *w, int channel) {
-  for (int i = 1; i < w->world; i++)
-    MORI_GUARD(plan_captured_put(p, w, (w->rank + i) % w->world, channel));
-  for (int i = 1; i < w->world; i++)
-    MORI_GUARD(plan_captured_wait(p, w, (w->rank + w->world - i) % w->world, channel));
+  for (int i = 1; i < w->world_size; i++)
+    MORI_GUARD(plan_captured_put(p, w, (w->rank + i) % w->world_size, channel));
+  for (int i = 1; i < w->world_size; i++)
+    MORI_GUARD(plan_captured_wait(p, w, (w->rank + w->world_size - i) % w->world_size, channel));
   return 0;
 }
 
@@ -220,18 +220,18 @@ static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape 
   uint64_t n = __atomic_load_n(&w->signals->barriers[channel], __ATOMIC_RELAXED) + 1;
   plan_count(p, &w->signals->barriers[channel], n, COMMIT_FIRST);
   uint32_t mine = phase(n), accept = phase(n) | phase(n + 1);
-  int world = w->world, rank = w->rank;
+  int world_size = w->world_size, rank = w->rank;
   if (shape == SHAPE_FLAT) {
-    for (int i = 1; i < world; i++)
-      MORI_GUARD(add_write(p, w, (rank + i) % world, REGION_BARRIER, channel, rank, mine));
-    for (int i = 1; i < world; i++)
-      MORI_GUARD(add_wait(p, w, REGION_BARRIER, channel, (rank + world - i) % world,
+    for (int i = 1; i < world_size; i++)
+      MORI_GUARD(add_write(p, w, (rank + i) % world_size, REGION_BARRIER, channel, rank, mine));
+    for (int i = 1; i < world_size; i++)
+      MORI_GUARD(add_wait(p, w, REGION_BARRIER, channel, (rank + world_size - i) % world_size,
                           hipStreamWaitValueAnd, accept, mine, never_signalled));
     return 0;
   }
-  for (int d = 1; d < world; d *= 2) {
-    MORI_GUARD(add_write(p, w, (rank + d) % world, REGION_BARRIER, channel, rank, mine));
-    MORI_GUARD(add_wait(p, w, REGION_BARRIER, channel, (rank + world - d) % world,
+  for (int d = 1; d < world_size; d *= 2) {
+    MORI_GUARD(add_write(p, w, (rank + d) % world_size, REGION_BARRIER, channel, rank, mine));
+    MORI_GUARD(add_wait(p, w, REGION_BARRIER, channel, (rank + world_size - d) % world_size,
                         hipStreamWaitValueAnd, accept, mine, never_signalled));
   }
   return 0;
@@ -330,8 +330,8 @@ static int run(mori_window *w, hipStream_t stream, const char *opname, int chann
 static int check_signal(const mori_window *w, const char *op, int peer, int channel) {
   if (w->block->signal_pad_size == 0)
     return mori__error(MORI_ENOTSUP, "%s: the signal pad is disabled (size 0)", op);
-  if (peer < 0 || peer >= w->world)
-    return mori__error(MORI_ERANGE, "%s: rank %d out of range [0, %d)", op, peer, w->world);
+  if (peer < 0 || peer >= w->world_size)
+    return mori__error(MORI_ERANGE, "%s: rank %d out of range [0, %d)", op, peer, w->world_size);
   if (channel < 0 || channel >= w->max_channels)
     return mori__error(MORI_ERANGE, "%s: channel %d out of range [0, %d)", op, channel,
                        w->max_channels);
@@ -401,7 +401,7 @@ int mori__signal_prepare(mori_window *w) {
   mori_block *b = w->block;
   if (b->signal_pad_size == 0 || w->signal_slot < 0) return 0;
   struct mori__signals *s = mori_calloc(1, sizeof *s);
-  size_t cells = (size_t)w->max_channels * (size_t)w->world;
+  size_t cells = (size_t)w->max_channels * (size_t)w->world_size;
   uint64_t *barriers = mori_calloc((size_t)w->max_channels + 1, sizeof *barriers);
   uint64_t *puts = mori_calloc(cells + 1, sizeof *puts), *waits = mori_calloc(cells + 1, sizeof *waits);
   if (s == NULL || barriers == NULL || puts == NULL || waits == NULL) {

@@ -58,7 +58,7 @@ static int fill_request(const mori_window *w, const char *socket_name, mori_requ
   const mori_block *b = w->block;
   memset(q, 0, sizeof *q);
   q->rank = (uint32_t)w->rank;
-  q->world_size = (uint32_t)w->world;
+  q->world_size = (uint32_t)w->world_size;
   q->alloc_size = b->alloc_size;
   q->buffer_size = b->buffer_size;
   q->signal_pad_offset = b->signal_pad_offset;
@@ -85,7 +85,7 @@ static int fill_request(const mori_window *w, const char *socket_name, mori_requ
  * signals; the fault sweep of the two-groups scenario caught that. */
 static int take_signal_slot(mori_window *w, const mori_request *reqs) {
   uint32_t used = 0;
-  for (int r = 0; r < w->world; r++) used |= reqs[r].signal_slots_used;
+  for (int r = 0; r < w->world_size; r++) used |= reqs[r].signal_slots_used;
   for (int s = 0; s < MORI_WIRE_SIGNAL_SLOTS; s++)
     if (!(used & (1u << s))) {
       w->signal_slot = s;
@@ -104,7 +104,7 @@ static int take_signal_slot(mori_window *w, const mori_request *reqs) {
 struct rendezvous {
   mori_window *w;
   mori_store *store;
-  mori_request *reqs; /* world entries (ATTACH); the own one filled by PUBLISH */
+  mori_request *reqs; /* world_size entries (ATTACH); the own one filled by PUBLISH */
   mori_channel *ch;   /* the fd path's channel, BIND to EXCHANGE */
   int timeout_ms;
 };
@@ -121,7 +121,7 @@ static int step_attach(void *p) {
   MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_BLOCK_REF, (uintptr_t)w->block, 0, 0));
   MORI_HIP("hipSetDevice", mori_hipSetDevice(w->block->device));
   MORI_GUARD(mori__block_export(w->block));
-  r->reqs = mori_calloc((size_t)w->world, sizeof *r->reqs);
+  r->reqs = mori_calloc((size_t)w->world_size, sizeof *r->reqs);
   return r->reqs ? 0 : mori__nomem("rendezvous");
 }
 
@@ -149,7 +149,7 @@ static int step_gather(void *p) {
 static int step_validate(void *p) {
   struct rendezvous *r = p;
   mori_world_info info;
-  int rc = mori_validate_world(r->reqs, r->w->world, r->w->rank, &info);
+  int rc = mori_validate_world(r->reqs, r->w->world_size, r->w->rank, &info);
   if (rc == MORI_EMISMATCH) /* a probe may have answered differently here: say why */
     mori__error_suffix(" (this rank's probe of device %d: %s)", r->w->block->device,
                        mori__probe_why(r->w->block->device));
@@ -172,13 +172,13 @@ static int step_exchange(void *p) {
   struct rendezvous *r = p;
   mori_window *w = r->w;
   if (!fd_path(w)) return 0;
-  int *fds = mori_malloc((size_t)w->world * sizeof *fds);
+  int *fds = mori_malloc((size_t)w->world_size * sizeof *fds);
   if (fds == NULL) return mori__nomem("rendezvous");
   struct mori__abort_ctx actx = {w, r->store};
   mori_channel_set_abort_check(r->ch, mori__channel_abort_check, &actx);
-  int rc = mori_channel_exchange(r->ch, r->reqs, w->world, w->rank, w->seq,
+  int rc = mori_channel_exchange(r->ch, r->reqs, w->world_size, w->rank, w->seq,
                                  w->block->exported_fd, fds, r->timeout_ms);
-  for (int k = 0; rc == 0 && k < w->world; k++)
+  for (int k = 0; rc == 0 && k < w->world_size; k++)
     if (k != w->rank) rc = mori__ledger_add(&w->fsm, MORI_RES_RECEIVED_FD, (uintptr_t)fds[k], 0, k);
   free(fds);
   MORI_GUARD(rc);
@@ -192,7 +192,7 @@ static int step_exchange(void *p) {
 static int step_import(void *p) {
   struct rendezvous *r = p;
   mori_window *w = r->w;
-  for (int k = 0; k < w->world; k++) {
+  for (int k = 0; k < w->world_size; k++) {
     if (k == w->rank) continue;
     hipMemGenericAllocationHandle_t h;
     hipMemFabricHandle_t blob;
@@ -219,7 +219,7 @@ static int step_import(void *p) {
 static int step_reserve(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;
-  size_t total = b->alloc_size * (size_t)w->world;
+  size_t total = b->alloc_size * (size_t)w->world_size;
   MORI_HIP("hipMemAddressReserve",
            mori_hipMemAddressReserve(&w->span, total, b->granularity, NULL, 0));
   w->stride = b->alloc_size;
@@ -235,7 +235,7 @@ static char *slot_of(const mori_window *w, int rank) {
  * own handle. */
 static int step_map(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
-  for (int k = 0; k < w->world; k++) {
+  for (int k = 0; k < w->world_size; k++) {
     uintptr_t h = (uintptr_t)w->block->handle;
     if (k != w->rank) MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_IMPORTED_HANDLE, k, &h));
     MORI_HIP("hipMemMap",
@@ -250,7 +250,7 @@ static int step_grant(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   hipMemAccessDesc access = {{hipMemLocationTypeDevice, w->block->device},
                              hipMemAccessFlagsProtReadWrite};
-  for (int k = 0; k < w->world; k++)
+  for (int k = 0; k < w->world_size; k++)
     MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot_of(w, k), w->stride, &access, 1));
   return 0;
 }
@@ -270,12 +270,12 @@ static int step_grant(void *p) {
 static int step_build_tables(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;
-  for (int k = 0; k < w->world; k++) {
+  for (int k = 0; k < w->world_size; k++) {
     char *base = k == w->rank ? (char *)b->base : slot_of(w, k);
     w->buffer_ptrs[k] = base;
     w->pad_ptrs[k] = base + b->signal_pad_offset;
   }
-  size_t n = 2 * (size_t)w->world * sizeof(void *);
+  size_t n = 2 * (size_t)w->world_size * sizeof(void *);
   void *dev = NULL;
   hipStream_t svc = NULL;
   MORI_GUARD(mori__service_stream(b->device, &svc));
@@ -285,7 +285,7 @@ static int step_build_tables(void *p) {
   MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
   MORI_GUARD(mori__block_wait_zeroed(w->block));
   w->buffer_ptrs_dev = dev;
-  w->pad_ptrs_dev = (void **)dev + w->world;
+  w->pad_ptrs_dev = (void **)dev + w->world_size;
   /* the signal state, and the slot zeroed if an earlier window used it */
   return mori__signal_prepare(w);
 }
@@ -329,21 +329,21 @@ static int rendezvous_abort(void *p, int rc) {
 
 /* ---- rendezvous ---- */
 
-static mori_window *window_new(mori_block *b, const char *group, int rank, int world) {
+static mori_window *window_new(mori_block *b, const char *group, int rank, int world_size) {
   mori_window *w = mori_calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   w->block = b;
   w->life = MORI_LIFE_OPENING;
   w->rank = rank;
-  w->world = world;
+  w->world_size = world_size;
   w->id = next_window_id++;
   w->signal_slot = -1;
   w->group = mori_strdup(group);
-  w->buffer_ptrs = mori_calloc(2 * (size_t)world, sizeof(void *));
-  w->pad_ptrs = w->buffer_ptrs ? w->buffer_ptrs + world : NULL;
+  w->buffer_ptrs = mori_calloc(2 * (size_t)world_size, sizeof(void *));
+  w->pad_ptrs = w->buffer_ptrs ? w->buffer_ptrs + world_size : NULL;
   size_t cells = b->signal_pad_size / 4;
-  w->max_channels = (int)(cells / (size_t)world);
-  mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world);
+  w->max_channels = (int)(cells / (size_t)world_size);
+  mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world_size);
   if (!w->group || !w->buffer_ptrs || !w->pad_ptrs) {
     mori__window_abandon(w);
     return NULL;
@@ -354,10 +354,10 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
 /* Under mori__lock: a new window of (b, group), OPENING, claiming b's
  * rendezvous slot, with its group's next sequence number (*seq, set even
  * when a later allocation fails: the peers then wait on that sequence). */
-static int rendezvous_open(mori_block *b, const char *group, int rank, int world,
+static int rendezvous_open(mori_block *b, const char *group, int rank, int world_size,
                            uint64_t *seq, mori_window **out) {
   MORI_GUARD(take_seq(group, seq));
-  mori_window *w = window_new(b, group, rank, world);
+  mori_window *w = window_new(b, group, rank, world_size);
   if (w == NULL) return mori__nomem("rendezvous");
   w->seq = *seq;
   int rc = mori__window_register(w);
@@ -373,9 +373,10 @@ static int rendezvous_open(mori_block *b, const char *group, int rank, int world
 /* Outside mori__lock: a rendezvous that failed before it had a window
  * still tells its peers, under its sequence number, so that they stop
  * waiting for its request. */
-static void abort_unopened(const char *group, uint64_t seq, int rank, int world,
+static void abort_unopened(const char *group, uint64_t seq, int rank, int world_size,
                            mori_store *store) {
-  mori_window w = {.group = (char *)group, .seq = seq, .rank = rank, .world = world, .id = -1};
+  mori_window w = {
+      .group = (char *)group, .seq = seq, .rank = rank, .world_size = world_size, .id = -1};
   mori__error_prefix("rank %d group %s (seq %llu): rendezvous failed: ", rank, group,
                      (unsigned long long)seq);
   mori__publish_abort(&w, store);
@@ -402,7 +403,7 @@ static int rendezvous_run(mori_window *w, mori_store *store) {
     mori__step_times_format(&t, steps, sizeof steps);
     MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
              "rendezvous group %s seq %llu: %d ranks, %s, %.0f us; us: %s", w->group,
-             (unsigned long long)w->seq, w->world,
+             (unsigned long long)w->seq, w->world_size,
              w->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
              mori__now_us() - t0, steps);
   }
@@ -483,10 +484,10 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
     }
     if ((w = mori__window_find(b, group)) != NULL) {
       rc = 0;
-      if (w->rank != rank || w->world != world_size)
+      if (w->rank != rank || w->world_size != world_size)
         rc = mori__error(MORI_EMISMATCH,
                          "rendezvous: group %s was set up as rank %d of %d, not %d of %d",
-                         group, w->rank, w->world, rank, world_size);
+                         group, w->rank, w->world_size, rank, world_size);
       else
         mori__counters.cache_hits++;
       break;
@@ -550,7 +551,7 @@ int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori
   }
 
 MORI_ACCESSOR(int, rank, -1, w->rank)
-MORI_ACCESSOR(int, world_size, -1, w->world)
+MORI_ACCESSOR(int, world_size, -1, w->world_size)
 MORI_ACCESSOR(int, device, -1, w->block->device)
 MORI_ACCESSOR(size_t, buffer_size, 0, w->block->buffer_size)
 MORI_ACCESSOR(size_t, signal_pad_size, 0, w->block->signal_pad_size)

@@ -687,9 +687,9 @@ static const breakage breakages[] = {
     {"two block refs", WINDOW, MORI_WS_MAPPED, second_block_ref,
      "MAPPED: 2 block references, expected 1"},
     {"aux >= world", WINDOW, MORI_WS_MAPPED, import_aux_outside_world,
-     "MAPPED: IMPORTED_HANDLE aux 4 outside world 4"},
+     "MAPPED: IMPORTED_HANDLE aux 4 outside the world of 4"},
     {"aux < 0", WINDOW, MORI_WS_MAPPED, negative_slot_aux,
-     "MAPPED: SLOT_MAPPING aux -1 outside world 4"},
+     "MAPPED: SLOT_MAPPING aux -1 outside the world of 4"},
     {"self import", WINDOW, MORI_WS_MAPPED, import_from_own_rank,
      "MAPPED: IMPORTED_HANDLE from own rank 1"},
     {"self fd", WINDOW, MORI_WS_MAPPED, received_fd_from_own_rank,
@@ -701,7 +701,8 @@ static const breakage breakages[] = {
     {"order", WINDOW, MORI_WS_MAPPED, span_before_last_import,
      "MAPPED: IMPORTED_HANDLE recorded after SPAN_RESERVATION"},
     {"unknown kind", WINDOW, MORI_WS_MAPPED, unknown_kind, "MAPPED: entry 0 has unknown kind 42"},
-    {"rank", WINDOW, MORI_WS_MAPPED, rank_outside_world, "MAPPED: rank 4 outside world 4"},
+    {"rank", WINDOW, MORI_WS_MAPPED, rank_outside_world,
+     "MAPPED: rank 4 outside the world of 4"},
     {"unreachable", WINDOW, MORI_WS_ATTACHED, window_in_allocated,
      "ALLOCATED: not a state of a window machine"},
     {"unreachable block", BLOCK, MORI_WS_EXPORTED, block_in_bound,
@@ -1050,8 +1051,8 @@ static void invariant_lines_are_what_the_invariant_table_says(void **state) {
   }
   /* and the table says what the design says */
   assert_string_equal(mori_wstate_invariants(MORI_WS_MAPPED),
-                      "window: 1 block reference, 1 signal slot, 0..world-1 received fds, "
-                      "world-1 imported handles, 1 span reservation, world slot mappings, "
+                      "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
+                      "world_size-1 imported handles, 1 span reservation, world_size slot mappings, "
                       "1 device table, 0..1 signal state");
   assert_string_equal(mori_wstate_invariants(MORI_WS_INIT), "empty ledger");
 }

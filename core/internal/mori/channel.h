@@ -47,7 +47,7 @@ int mori_channel_dropped(const mori_channel *ch);
  * fails the exchange.  On any error every fd received so far is closed and
  * the error names the peer and the defect (for a timeout: the ranks not
  * heard from), and the non-members' datagrams dropped, if any. */
-int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world, int self,
+int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world_size, int self,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms);
 
 /* While exchanging, check() is called every few milliseconds; a negative

@@ -21,8 +21,8 @@ typedef struct mori_world_info {
   uint64_t alloc_size;           /* the stride of the span */
 } mori_world_info;
 
-/* Checks reqs[0..world) gathered by rank self: each reqs[i].rank == i and
- * world_size == world; every uid equal to self's (MORI_EAUTH: peers must
+/* Checks reqs[0..world_size) gathered by rank self: each reqs[i].rank == i and
+ * world_size == world_size; every uid equal to self's (MORI_EAUTH: peers must
  * be the same user); equal alloc/buffer/pad sizes; one handle type;
  * distinct devices among ranks of one host, unless
  * mori_symm_allow_overlapping_devices(); every peer within direct access of
@@ -30,13 +30,13 @@ typedef struct mori_world_info {
  * without them is an error naming a rank self cannot reach); distinct
  * nonces.  Returns 0 and fills info, or MORI_EMISMATCH / MORI_EPROTO with
  * mori_last_error() naming the field and ranks. */
-int mori_validate_world(const mori_request *reqs, int world, int self, mori_world_info *info);
+int mori_validate_world(const mori_request *reqs, int world_size, int self, mori_world_info *info);
 
 /* What the receiver knows when a datagram arrives. */
 typedef struct mori_datagram_expect {
   uint64_t window_seq;
   int self_rank;
-  int world;
+  int world_size;
   const mori_request *reqs;   /* the validated world */
   const uint8_t *seen;        /* per rank: bit 1 << type for each type already taken */
   const uint64_t *challenges; /* per rank: the secret challenged to its socket, which

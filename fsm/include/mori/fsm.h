@@ -69,7 +69,7 @@ typedef enum mori_wstate {
 /* One event per step: what the caller did before firing it. */
 typedef enum mori_wevent {
   MORI_EV_CREATE = 0,   /* block: hipMemCreate */
-  MORI_EV_RESERVE,      /* block: local reservation; window: world x stride span */
+  MORI_EV_RESERVE,      /* block: local reservation; window: world_size x stride span */
   MORI_EV_MAP,          /* block: own handle mapped; window: every slot mapped */
   MORI_EV_GRANT,        /* hipMemSetAccess on the block / on every slot */
   MORI_EV_ZERO,         /* block: memory zeroed */
