@@ -6,8 +6,10 @@ set -euo pipefail
 # hiprtc compiles the signal kernels' HIP source in tests/kernels (no GPU);
 # libamdhip64-dev: the real <hip/hip_runtime_api.h>, beside which every
 # installed header must compile (tests/install/headers_compile.sh).
+# python3-venv and python3-pip: tests/python installs the package's wheel
+# and a stand-in of AMD's mori into a fresh venv (local wheels, no index).
 pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3 pkgconf
-      libamdhip64-5 libhiprtc-builtins5 libamdhip64-dev)
+      libamdhip64-5 libhiprtc-builtins5 libamdhip64-dev python3-venv python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -23,6 +23,10 @@ tree)
   for f in hip_shim.h error_internal.h wire.h channel.h protocol.h fi.h fi_calls.h fsm.h; do
     [ ! -e "$prefix/include/mori/$f" ] || { echo "installed but internal: include/mori/$f"; exit 1; }
   done
+  # the Python package is component "python", never in the C package
+  for f in mori mori_symm; do
+    [ ! -e "$prefix/$f" ] || { echo "the C package installed the Python package's $f/"; exit 1; }
+  done
   echo "installed into $prefix: $(find "$prefix" -type f | wc -l) files"
   ;;
 pkg-config)

@@ -387,6 +387,15 @@ BODY(lookups_and_groups_rank) {
   return 0;
 }
 
+// torch keeps the last registration of a name and AMD's mori registers
+// "MORI" too: the same allocator is also registered as "MORI_SYMM".
+void registers_under_a_name_of_its_own(void**) {
+  symm::SymmetricMemoryAllocator* mori = standin::registered("MORI");
+  assert_non_null(mori);
+  assert_ptr_equal(standin::registered("MORI_SYMM"), mori);
+  assert_string_equal(mori->name().c_str(), "MORI");
+}
+
 void run(int world, mori_rank_fn fn) {
   mori_rank_result res[4];
   int failed = mori_launch(world, fn, nullptr, 60000, res);
@@ -413,6 +422,7 @@ void signal_timeout_raises(void**) { run(2, signal_timeout_raises_rank); }
 
 int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(registers_under_a_name_of_its_own),
       cmocka_unit_test(handle_outlives_the_free),
       cmocka_unit_test(tensor_outlives_its_handle),
       cmocka_unit_test(cached_rendezvous_is_a_lookup),

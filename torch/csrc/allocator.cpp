@@ -358,9 +358,13 @@ MoriAllocator& allocator() {
 namespace {
 
 // Registration happens at load time, so the constructor does no GPU work.
+// torch keeps the last registration of a name, and AMD's mori registers a
+// backend named "MORI" too: "MORI_SYMM" names this one whatever is loaded
+// after it (docs/torch.md, "Beside AMD's mori").
 [[maybe_unused]] const bool registered = [] {
-  symm::register_availability(
-      "MORI", c10::intrusive_ptr<symm::SymmetricMemoryAllocator>::unsafe_reclaim_from_nonowning(
+  for (const char* name : {"MORI", "MORI_SYMM"})
+    symm::register_availability(
+        name, c10::intrusive_ptr<symm::SymmetricMemoryAllocator>::unsafe_reclaim_from_nonowning(
                   &allocator()));
   return true;
 }();

@@ -1,4 +1,4 @@
-// module.cpp - mori._C, the extension mori.allocator loads.  Loading it
+// module.cpp - mori_symm._C, the extension mori_symm loads.  Loading it
 // registers "MORI" (allocator.cpp); these functions are the package's
 // helpers: shim choice, teardown, counters, a handle's window facts and the
 // phases of the last rendezvous.

@@ -134,7 +134,7 @@ class MoriAllocator final : public symm::SymmetricMemoryAllocator {
 #endif
 
   // The shim backend to bring up before the first GPU call ("cuda", "hip",
-  // "sim"); mori.allocator passes the one matching torch's build.
+  // "sim"); mori_symm passes the one matching torch's build.
   void prefer_shim(const std::string& name);
   // Brings the shim up (if no allocation has yet) and names its backend.
   std::string shim_backend();

@@ -1,7 +1,7 @@
 """diag_iostream.py - one process set up as a conformance rank is when its
 checks run (an NCCL group of one, the MORI backend, an allocation and a
-rendezvous), inserting a number into a std::ostream inside mori._C at each
-stage (mori._C._stream_probe).  The adapter itself never does that any
+rendezvous), inserting a number into a std::ostream inside mori_symm._C at each
+stage (mori_symm._C._stream_probe).  The adapter itself never does that any
 more (docs/torch.md, "Messages"); this records whether the hazard that
 made it crash is present on this host.  Prints "stream probe ok" after the
 last stage; a crash leaves faulthandler's stack and the stage it reached.
@@ -48,7 +48,7 @@ def exporters() -> list[str]:
 
 
 def probe(stage: str) -> None:
-    from mori import _C
+    from mori_symm import _C
     print(f"probing after {stage} ...", flush=True)
     assert _C._stream_probe(42) == "42"
 

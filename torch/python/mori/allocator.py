@@ -1,113 +1,17 @@
-"""The MORI SymmetricMemory backend for torch.
-
-Importing this module loads the extension, which registers "MORI" with
-torch (``register_availability``), binds the GPU shim to the runtime torch
-was built for, and arranges teardown from an ``atexit`` hook (static
-destructors run after the GPU runtime has begun unwinding)::
+"""``import mori.allocator``: mori-symm's torch backend, "MORI", under the
+name the project has always documented.  This module is all mori-symm
+installs in the ``mori`` namespace (no ``mori/__init__.py``: ``mori`` is a
+PEP 420 namespace that AMD's mori package may own), and it re-exports
+``mori_symm``, whose import registers the backend::
 
     import torch.distributed._symmetric_memory as symm_mem
     import mori.allocator
     symm_mem.set_backend("MORI")
-    t = symm_mem.empty(1024, dtype=torch.bfloat16, device=device)
-    hdl = symm_mem.rendezvous(t, group_name)
+
+Where AMD's mori ships its own ``mori/allocator/`` package, that package is
+what ``import mori.allocator`` finds (a package wins over a module of the
+same name); ``import mori_symm`` always names this backend.
 """
 
-from __future__ import annotations
-
-import atexit
-import os
-import sys
-from typing import Any
-
-import torch  # before the extension: it links against libtorch
-import torch.distributed  # noqa: F401  (registers _SymmetricMemory, which window_info takes)
-
-from mori import _C
-
-__all__ = [
-    "backend_name",
-    "last_rendezvous",
-    "release_all",
-    "shim_backend",
-    "signal_pad_supported",
-    "stats",
-    "window_info",
-    "world_within_direct_access",
-]
-
-backend_name = "MORI"
-
-
-def _default_shim() -> str:
-    # ROCm torch reports torch.version.hip; CUDA torch runs the cuda shim.
-    chosen = os.environ.get("MORI_SYMM_SHIM", "")
-    if chosen:
-        return chosen
-    return "hip" if torch.version.hip is not None else "cuda"
-
-
-_C._prefer_shim(_default_shim())
-
-
-def signal_pad_supported() -> bool:
-    """True: this build reserves torch's signal pad and implements barrier,
-    put_signal and wait_signal, which torch's own collectives need."""
-    return True
-
-
-def shim_backend() -> str:
-    """The GPU shim backend in use ("cuda", "hip" or "sim"); brings it up."""
-    return _C.shim_backend()
-
-
-def release_all() -> None:
-    """Tear down every window and block now.  Tensors still referring to them
-    must not be used afterwards; handles taken before stop being live (their
-    accessors raise) and torch's later frees of the blocks are ignored."""
-    _C.release_all()
-
-
-def stats() -> dict[str, int]:
-    """Live blocks and windows, rendezvous counts, cache hits (the adapter's
-    ``cache_hits`` and the core's ``core_cache_hits``) and the shim's resource
-    registry of live runtime resources, under the keys' first names
-    (``ledger_total`` is 0 after release_all)."""
-    return dict(_C.stats())
-
-
-def window_info(handle: Any) -> dict[str, Any]:
-    """Facts about the window behind a handle from ``symm_mem.rendezvous``:
-    group, rank, world_size, device, offset, buffer_size, signal_pad_size,
-    max_channels, handle_type ("fabric" or "posix_fd"),
-    world_within_direct_access, and the flat span and its stride (peer r's
-    slot is ``span + r * stride``; the own rank's slot maps the same memory as
-    the tensor, whose own address is ``buffer_ptrs[rank]``).  ``live`` is
-    False once ``release_all()`` ran; then only group and offset remain."""
-    return dict(_C.window_info(handle))
-
-
-def last_rendezvous() -> dict[str, Any]:
-    """Where this process's last new rendezvous spent its time, in
-    microseconds: total, resolve (the group), core, and the core's phases as
-    its store calls show them (publish, requests, map, mapped_barrier,
-    tail), plus store_wait_us and store_calls.  ``MORI_SYMM_DEBUG=INFO``
-    logs the same line at every rendezvous."""
-    return dict(_C.last_rendezvous())
-
-
-def world_within_direct_access(handle: Any) -> bool:
-    """SymmetricMemory::world_within_direct_access() of a handle: whether every
-    peer is reachable by load/store (computed from the peers' requests)."""
-    return bool(_C.window_info(handle)["world_within_direct_access"])
-
-
-def _release_at_exit() -> None:
-    if not _C.teardown_enabled():
-        return
-    try:
-        _C.release_all()
-    except RuntimeError as e:  # report, never raise from an exit hook
-        print(f"mori.allocator: teardown at exit failed: {e}", file=sys.stderr)
-
-
-atexit.register(_release_at_exit)
+from mori_symm import *  # noqa: F401,F403  (registers "MORI")
+from mori_symm import __all__, __version__, version_info  # noqa: F401

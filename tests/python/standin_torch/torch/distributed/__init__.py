@@ -1,0 +1,1 @@
+"""torch.distributed, standing in (tests/python/standin_torch)."""
