@@ -6,6 +6,7 @@
  * Any thread may read or set them: each is one atomic word.
  */
 #include "internal.h"
+#include "mori/version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -180,3 +181,5 @@ double mori__now_us(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
+
+const char *mori_symm_version(void) { return MORI_SYMM_VERSION_STRING; }

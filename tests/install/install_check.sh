@@ -13,7 +13,7 @@ tree)
   cmake --install "$1" --prefix "$prefix" >/dev/null
   for f in lib/libmori_core.so lib/libmori_hip_shim.so lib/libmori_faultinject.so \
            include/mori/symm.h include/mori/shim.h include/mori/api.h include/mori/error.h \
-           include/mori/store.h bin/mori-symm bin/mori-fi \
+           include/mori/store.h include/mori/version.h bin/mori-symm bin/mori-fi \
            lib/pkgconfig/mori-symm.pc lib/cmake/mori_symm/mori_symmConfig.cmake \
            lib/cmake/mori_symm/mori_symmConfigVersion.cmake; do
     [ -e "$prefix/$f" ] || { echo "missing from the install: $f"; exit 1; }

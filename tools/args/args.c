@@ -288,6 +288,8 @@ static void print_tool_help(FILE *out, const cli_tool *tool, int with_options) {
   }
   fprintf(out, "  %-14s", "help");
   wrap(out, "this text; `help COMMAND`: one command's options", 16);
+  fprintf(out, "  %-14s", "--version");
+  wrap(out, "the version of mori-symm this tool belongs to", 16);
   if (with_options) {
     for (const cli_command *const *c = tool->commands; *c; c++) {
       fprintf(out, "\n");
@@ -320,6 +322,14 @@ int cli_main(const cli_tool *tool, int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   const char *name = argv[1];
+  if (strcmp(name, "--version") == 0 && argc == 2) {
+    const char *lib = tool->library_version ? tool->library_version() : tool->version;
+    if (strcmp(lib, tool->version) == 0)
+      printf("%s %s\n", tool->name, tool->version);
+    else
+      printf("%s %s (running with libmori_core.so %s)\n", tool->name, tool->version, lib);
+    return 0;
+  }
   if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
       (strcmp(name, "help") == 0 && argc == 2)) {
     print_tool_help(stdout, tool, 1);

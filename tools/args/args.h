@@ -40,14 +40,16 @@ typedef struct cli_command {
 
 typedef struct cli_tool {
   const char *name;           /* "mori-symm" */
+  const char *version;        /* what --version prints: the version it was built as */
+  const char *(*library_version)(void); /* the library's it runs with, named if it differs */
   const char *summary;
   const cli_command *const *commands; /* NULL-terminated: the one list of commands */
   const char *details;        /* environment and files, for --help */
 } cli_tool;
 
-/* Dispatches argv[1] to its command; `--help`, `-h` and `help [COMMAND]`
- * print to stdout and return 0; no or an unknown command is an error
- * (stderr, 2). */
+/* Dispatches argv[1] to its command; `--help`, `-h`, `help [COMMAND]` and
+ * `--version` print to stdout and return 0; no or an unknown command is an
+ * error (stderr, 2). */
 int cli_main(const cli_tool *tool, int argc, char **argv);
 
 /* Fills args from a command's arguments by its table.  Returns 0, or

@@ -13,6 +13,8 @@ static const cli_command *const commands[] = {&fi_sweep_command, &fi_run_scenari
 
 static const cli_tool tool = {
     .name = "mori-fi",
+    .version = MORI_SYMM_VERSION_STRING,
+    .library_version = mori_symm_version,
     .summary = "fault injection for mori-symm: fail every shim call of a scenario in turn",
     .commands = commands,
     .details = "environment:\n"

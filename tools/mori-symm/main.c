@@ -135,6 +135,8 @@ static const cli_command *const commands[] = {
 
 static const cli_tool tool = {
     .name = "mori-symm",
+    .version = MORI_SYMM_VERSION_STRING,
+    .library_version = mori_symm_version,
     .summary = "MORI, a torch SymmetricMemory backend over HIP VMM: probe, run and check it",
     .commands = commands,
     .details =

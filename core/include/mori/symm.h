@@ -36,6 +36,7 @@
 #include "mori/error.h"
 #include "mori/shim.h"
 #include "mori/store.h"
+#include "mori/version.h"
 
 #ifdef __cplusplus
 extern "C" {
