@@ -53,7 +53,7 @@ static void *real_symbol(void *local, const char *name) {
 static void resolve_once(void) {
   void *local = dlsym(RTLD_NEXT, "mori_hipMemCreate") != NULL
                     ? NULL
-                    : dlopen("libmori_hip_shim.so", RTLD_LAZY | RTLD_NOLOAD);
+                    : dlopen(MORI_HIP_SHIM_SONAME, RTLD_LAZY | RTLD_NOLOAD);
 #define FI_RESOLVE_HIP(name, arity, params, args, registry, shim, spec, errors)         \
   *(void **)&fi__real.name = real_symbol(local, "mori_" #name);
 #define FI_RESOLVE_OS(ret, name, params, args)                                        \

@@ -15,7 +15,8 @@ tree)
            include/mori/symm.h include/mori/shim.h include/mori/api.h include/mori/error.h \
            include/mori/store.h include/mori/version.h bin/mori-symm bin/mori-fi \
            lib/pkgconfig/mori-symm.pc lib/cmake/mori_symm/mori_symmConfig.cmake \
-           lib/cmake/mori_symm/mori_symmConfigVersion.cmake; do
+           lib/cmake/mori_symm/mori_symmConfigVersion.cmake share/doc/mori_symm/LICENSE \
+           share/doc/mori_symm/CHANGELOG.md; do
     [ -e "$prefix/$f" ] || { echo "missing from the install: $f"; exit 1; }
   done
   # the internal headers stay in the tree (the seam's HIP types, the wire
@@ -33,7 +34,16 @@ pkg-config)
   src=$1 work=$2
   rm -rf "$work" && mkdir -p "$work"
   export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-  echo "pkg-config: $(pkg-config --modversion mori-symm): $(pkg-config --cflags --libs mori-symm)"
+  flags=$(pkg-config --cflags --libs mori-symm)
+  echo "pkg-config: $(pkg-config --modversion mori-symm): $flags"
+  grep -qx "License: MIT" "$prefix/lib/pkgconfig/mori-symm.pc" ||
+    { echo "pkg-config: mori-symm.pc names no License: MIT"; exit 1; }
+  # plain paths: the prefix itself, never a way through lib/pkgconfig/..
+  libdir=$(pkg-config --variable=libdir mori-symm)
+  [ "$libdir" = "$prefix/lib" ] || { echo "pkg-config: libdir is $libdir, not $prefix/lib"; exit 1; }
+  case " $flags " in
+  *"/../"*|*"//"*) echo "pkg-config: the flags hold an unnormalised path: $flags"; exit 1 ;;
+  esac
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Werror "$src/consumer.c" -o "$work/consumer" \
      $(pkg-config --cflags --libs mori-symm)

@@ -7,14 +7,15 @@ Ours must live beside it: `mori` is a PEP 420 namespace for us (we install
 mori/allocator.py and nothing else there), everything else is under our own
 top-level `mori_symm`.  This tool checks that, as a user meets it:
 
-  pkgtool.py wheel STAGE OUTDIR
+  pkgtool.py wheel STAGE OUTDIR [--source DIR]
       zip a `cmake --install BUILD --component python` tree into a wheel
       (CI has no scikit-build-core: the files are the install rules', the
-      metadata is made here)
+      metadata is made here, with pyproject.toml's license and LICENSE)
   pkgtool.py check-wheel WHEEL [--extension] [--version V]
       the wheel's file list: exactly mori/allocator.py, mori_symm's modules
-      and libraries (each under its SONAME), the extension with
-      --extension, and a version that agrees inside and out
+      and libraries (each under its SONAME, finding the others through
+      $ORIGIN: readelf -d), the extension with --extension, a version that
+      agrees inside and out, the MIT license in METADATA and a LICENSE
   pkgtool.py cycle --wheel WHEEL --work DIR [--python PY] [--standin-torch]
                    [--inherit SITE]
       a fresh venv; a stand-in "other mori" that owns mori/__init__.py and
@@ -40,6 +41,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import zipfile
 
@@ -55,16 +57,21 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def make_wheel(outdir: str, dist: str, version: str, files: dict[str, bytes],
-               summary: str) -> str:
-    """A wheel of `files` (archive name -> bytes) with METADATA, WHEEL, RECORD."""
+               summary: str, license_text: bytes | None = None,
+               license_name: str | None = None) -> str:
+    """A wheel of `files` (archive name -> bytes) with METADATA, WHEEL, RECORD
+    (and the license, as scikit-build-core puts it)."""
     norm = dist.replace("-", "_")
     info = f"{norm}-{version}.dist-info"
     meta = {
         f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
-                             f"Summary: {summary}\n").encode(),
+                             f"Summary: {summary}\n"
+                             + (f"License: {license_name}\n" if license_name else "")).encode(),
         f"{info}/WHEEL": (b"Wheel-Version: 1.0\nGenerator: mori-symm tests/python/pkgtool.py\n"
                           b"Root-Is-Purelib: false\nTag: py3-none-any\n"),
     }
+    if license_text is not None:
+        meta[f"{info}/licenses/LICENSE"] = license_text
     everything = dict(sorted(files.items()))
     everything.update(meta)
     record = [_record_line(n, d) for n, d in everything.items()] + [f"{info}/RECORD,,"]
@@ -98,42 +105,94 @@ def version_of(files: dict[str, bytes]) -> str:
     return m.group(1)
 
 
+def pyproject_license(source: str) -> str | None:
+    """[project] license of pyproject.toml ({text = ...}), which
+    scikit-build-core writes into METADATA as License:."""
+    m = re.search(r'^license\s*=\s*\{\s*text\s*=\s*"([^"]+)"', open(
+        os.path.join(source, "pyproject.toml"), encoding="utf-8").read(), re.M)
+    return m.group(1) if m else None
+
+
 def cmd_wheel(args) -> int:
     files = tree_files(args.stage)
     os.makedirs(args.outdir, exist_ok=True)
+    with open(os.path.join(args.source, "LICENSE"), "rb") as f:
+        text = f.read()
     print(make_wheel(args.outdir, OURS, version_of(files), files,
-                     "MORI, a torch SymmetricMemory backend (pure-Python part and libraries)"))
+                     "MORI, a torch SymmetricMemory backend (pure-Python part and libraries)",
+                     text, pyproject_license(args.source)))
     return 0
 
 
 # ---- the wheel's file list ----
 
 # Everything our wheel may hold outside its .dist-info, by pattern; each
-# pattern must match at least once (the extension only with --extension).
-EXPECTED = [
-    ("mori/allocator.py", r"mori/allocator\.py"),
-    ("mori_symm/__init__.py", r"mori_symm/__init__\.py"),
-    ("mori_symm/_version.py", r"mori_symm/_version\.py"),
-    ("libmori_core", r"mori_symm/libmori_core\.so(\.[0-9]+)*"),
-    ("libmori_hip_shim", r"mori_symm/libmori_hip_shim\.so(\.[0-9]+)*"),
-]
-EXTENSION = ("the extension", r"mori_symm/_C\.[A-Za-z0-9_.-]*\.so")
+# pattern must match exactly once (the extension only with --extension).
+# The libraries are there once each, under their SONAME: a wheel keeps no
+# symlinks, and the loader looks for the SONAME.
+def expected(major: str, extension: bool) -> list:
+    rows = [
+        ("mori/allocator.py", r"mori/allocator\.py"),
+        ("mori_symm/__init__.py", r"mori_symm/__init__\.py"),
+        ("mori_symm/_version.py", r"mori_symm/_version\.py"),
+        (f"libmori_core.so.{major}", rf"mori_symm/libmori_core\.so\.{major}"),
+        (f"libmori_hip_shim.so.{major}", rf"mori_symm/libmori_hip_shim\.so\.{major}"),
+    ]
+    if extension:
+        rows.append(("the extension", r"mori_symm/_C\.[A-Za-z0-9_.-]*\.so"))
+    return rows
 
 
-def check_names(names: list[str], extension: bool) -> list[str]:
+def check_names(names: list[str], major: str, extension: bool) -> list[str]:
     problems = []
-    expected = EXPECTED + ([EXTENSION] if extension else [])
+    expected_rows = expected(major, extension)
     content = [n for n in names if not re.match(r"[^/]+\.dist-info/", n)]
-    for what, pattern in expected:
+    for what, pattern in expected_rows:
         hits = [n for n in content if re.fullmatch(pattern, n)]
         if len(hits) != 1:
             problems.append(f"{what}: {len(hits)} file(s) ({', '.join(hits) or 'none'}), "
                             f"expected exactly 1")
     for n in content:
-        if not any(re.fullmatch(p, n) for _, p in expected):
+        if not any(re.fullmatch(p, n) for _, p in expected_rows):
             problems.append(f"{n}: not a file of the package"
                             + (" (mori/__init__.py is the other mori's: ours is a namespace "
                                "portion)" if n == "mori/__init__.py" else ""))
+    return problems
+
+
+def elf_dynamic(path: str) -> dict:
+    """SONAME, NEEDED and RUNPATH of a shared object (readelf -d)."""
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
+    d = {"SONAME": [], "NEEDED": [], "RUNPATH": [], "RPATH": []}
+    for key, value in re.findall(r"\((SONAME|NEEDED|RUNPATH|RPATH)\)\s+.*?\[(.*)\]", out):
+        d[key].append(value)
+    return d
+
+
+def check_libraries(z: zipfile.ZipFile, names: list[str], work: str) -> list[str]:
+    """Each shared object of the package: named as its SONAME, finding what
+    it needs of ours beside it ($ORIGIN)."""
+    problems = []
+    if shutil.which("readelf") is None:
+        return ["readelf is missing (binutils): the libraries' SONAMEs cannot be checked"]
+    sos = [n for n in names if re.search(r"\.so(\.[0-9]+)*$", n)]
+    shipped = {os.path.basename(n) for n in sos}
+    for n in sos:
+        path = os.path.join(work, os.path.basename(n))
+        with open(path, "wb") as f:
+            f.write(z.read(n))
+        d = elf_dynamic(path)
+        base = os.path.basename(n)
+        ours = [x for x in d["NEEDED"] if x.startswith("libmori_")]
+        print(f"  {base}: SONAME {d['SONAME'] or '-'}, needs {' '.join(ours) or 'none of ours'}, "
+              f"RUNPATH {' '.join(d['RUNPATH'] + d['RPATH']) or '-'}")
+        if base.startswith("lib") and d["SONAME"] != [base]:
+            problems.append(f"{base} has SONAME {d['SONAME']}: the loader would look for that name")
+        for x in ours:
+            if x not in shipped:
+                problems.append(f"{base} needs {x}, which the wheel does not hold")
+        if ours and "$ORIGIN" not in " ".join(d["RUNPATH"] + d["RPATH"]):
+            problems.append(f"{base} needs {' '.join(ours)} but has no $ORIGIN to find them")
     return problems
 
 
@@ -141,18 +200,29 @@ def cmd_check_wheel(args) -> int:
     with zipfile.ZipFile(args.wheel) as z:
         names = sorted(z.namelist())
         files = {n: z.read(n) for n in names if n.endswith((".py", "METADATA"))}
-    print(f"wheel {os.path.basename(args.wheel)}: {len(names)} files")
-    for n in names:
-        print(f"  {n}")
-    problems = check_names(names, args.extension)
+        print(f"wheel {os.path.basename(args.wheel)}: {len(names)} files")
+        for n in names:
+            print(f"  {n}")
+        inner = version_of(files)
+        problems = check_names(names, inner.split(".")[0], args.extension)
+        work = tempfile.mkdtemp(prefix="pkgtool-elf-")
+        try:
+            problems += check_libraries(z, names, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     meta = [n for n in names if n.endswith(".dist-info/METADATA")]
-    inner = version_of(files)
     outer = None
     if len(meta) == 1:
         m = re.search(r"^Version: (.+)$", files[meta[0]].decode(), re.M)
         outer = m.group(1).strip() if m else None
     if outer != inner:
         problems.append(f"METADATA says version {outer}, mori_symm/_version.py {inner}")
+    lic = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/(licenses/)?LICEN[CS]E[^/]*", n)]
+    meta_text = files[meta[0]].decode() if len(meta) == 1 else ""
+    if not re.search(r"^(License: MIT|License-Expression: MIT)$", meta_text, re.M):
+        problems.append("METADATA names no MIT license (pyproject's [project] license)")
+    if not lic:
+        problems.append("no LICENSE file in the wheel's .dist-info")
     if args.version and inner != args.version:
         problems.append(f"mori_symm/_version.py says {inner}, CMake's project says {args.version}")
     for p in problems:
@@ -160,7 +230,7 @@ def cmd_check_wheel(args) -> int:
     if problems:
         print(f"wheel files FAILED: {len(problems)} problem(s)")
         return 1
-    print(f"wheel files ok: version {inner}, no mori/__init__.py")
+    print(f"wheel files ok: version {inner}, no mori/__init__.py, each library under its SONAME")
     return 0
 
 
@@ -204,6 +274,16 @@ if standin:
     ext.shim_backend = lambda: "standin"
     sys.modules["mori_symm._C"] = ext
 out = {}
+def library_version(pkg):
+    # libmori_core under its SONAME, as the extension's loader finds it (it
+    # finds libmori_hip_shim beside it through $ORIGIN)
+    import ctypes, glob
+    path = sorted(glob.glob(os.path.join(os.path.dirname(pkg.__file__), "libmori_core.so.*")))
+    if not path:
+        return "no libmori_core.so.* beside mori_symm"
+    lib = ctypes.CDLL(path[0])
+    lib.mori_symm_version.restype = ctypes.c_char_p
+    return lib.mori_symm_version().decode()
 def where(m):
     return getattr(m, "__file__", None)
 for step in os.environ["PKGTOOL_PROBE"].split(","):
@@ -213,6 +293,7 @@ for step in os.environ["PKGTOOL_PROBE"].split(","):
             m = importlib.import_module(step)
         out[step] = {"file": where(m), "owner": getattr(m, "OWNER", None),
                      "version": getattr(m, "__version__", None),
+                     "library": library_version(m) if step == "mori_symm" else None,
                      "backend": getattr(m, "backend_name", None),
                      "warnings": [f"{w.category.__name__}: {w.message}" for w in caught]}
     except Exception as e:
@@ -312,7 +393,7 @@ class Cycle:
             print(f"  import {name}: {f['error']}")
             return
         where = os.path.relpath(f["file"], self.v.site) if f["file"] else "a namespace (no file)"
-        extra = ", ".join(f"{k} {f[k]}" for k in ("owner", "version") if f.get(k))
+        extra = ", ".join(f"{k} {f[k]}" for k in ("owner", "version", "library") if f.get(k))
         print(f"  import {name}: {where}" + (f" ({extra})" if extra else ""))
         for w in f["warnings"]:
             print(textwrap.fill(w, 96, initial_indent="    ", subsequent_indent="      "))
@@ -337,6 +418,8 @@ class Cycle:
                        and alloc.get("file") == os.path.join(self.v.site, "mori", "allocator.py"),
                        f"import mori.allocator did not find ours: {alloc}")
             self.check(symm.get("version") == self.version, f"import mori_symm: {symm}")
+            self.check(symm.get("library") == self.version,
+                       f"libmori_core beside mori_symm says {symm.get('library')}")
             self.check(not alloc["warnings"] and not symm["warnings"],
                        f"a warning without another registrant: {alloc['warnings']}")
         else:
@@ -430,6 +513,8 @@ def main(argv: list[str]) -> int:
     w = sub.add_parser("wheel")
     w.add_argument("stage")
     w.add_argument("outdir")
+    w.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)),
+                   help="the source tree (its LICENSE and pyproject.toml's license)")
     c = sub.add_parser("check-wheel")
     c.add_argument("wheel")
     c.add_argument("--extension", action="store_true")
