@@ -87,22 +87,6 @@ int mori__fsm_describe(mori_wstate s, char *buf, size_t n) {
   return (int)out.len;
 }
 
-/* The invariant line as a node label: one resource per line, each
- * machine kind on a line of its own. */
-static void write_label(FILE *out, const char *line) {
-  for (const char *p = line; *p; p++) {
-    if ((p[0] == ',' || p[0] == ';') && p[1] == ' ') {
-      fputs("\\n", out);
-      p++;
-    } else if (p[0] == ':' && p[1] == ' ') {
-      fputs(":\\n", out);
-      p++;
-    } else {
-      fputc(*p, out);
-    }
-  }
-}
-
 static void write_kinds(FILE *out, unsigned kinds) {
   const char *sep = "";
   for (unsigned k = MORI_FSM_BLOCK; k <= MORI_FSM_WINDOW; k <<= 1) {
@@ -197,34 +181,72 @@ static void write_lifecycle(FILE *out, const mori__lifecycle *lc) {
   fputs("  }\n", out);
 }
 
-void mori_fsm_write_dot(FILE *out) {
-  fputs("digraph mori_fsm {\n"
-        "  rankdir=LR;\n"
-        "  node [shape=box, style=rounded, fontsize=10];\n"
-        "  edge [fontsize=9];\n",
-        out);
+/* One cluster per machine kind, its nodes named <kind>_<STATE>: the
+ * states its rows use, each labelled with its name alone (the resources it
+ * holds are its tooltip); a step's edge says its event and what it adds to
+ * the ledger; the FAIL rows, drawn dashed and unlabelled, all end in the
+ * machine's own FAILED, so that the two machines' rollbacks do not cross. */
+static void write_machine(FILE *out, mori_fsm_kind kind) {
+  const char *k = mori__fsm_kind_name(kind);
+  unsigned used = 0;
+  for (size_t i = 0; i < mori__fsm_nrows; i++)
+    if (mori__fsm_rows[i].kinds & (unsigned)kind)
+      used |= MORI__BIT(mori__fsm_rows[i].from) | MORI__BIT(mori__fsm_rows[i].to);
+  fprintf(out, "  subgraph cluster_%s {\n    label=\"%s machine\";\n", k, k);
   for (int s = 0; s < MORI_WS__COUNT; s++) {
-    const char *name = mori_wstate_name((mori_wstate)s);
-    const char *line = mori_wstate_invariants((mori_wstate)s);
-    fprintf(out, "  %s [label=\"%s\\n", name, name);
-    write_label(out, line);
-    fprintf(out, "\", tooltip=\"%s\"];\n", line);
+    if (!(used & MORI__BIT(s))) continue;
+    const mori__fsm_invariant *inv = mori__fsm_invariant_of(kind, (mori_wstate)s);
+    char held[512] = "";
+    text t = {held, sizeof held, 0};
+    if (inv) put_counts(&t, inv);
+    fprintf(out, "    %s_%s [label=\"%s\", tooltip=\"%s\"%s];\n", k,
+            mori_wstate_name((mori_wstate)s), mori_wstate_name((mori_wstate)s), held,
+            s == MORI_WS_FAILED ? ", style=\"rounded,filled\", fillcolor=gray92" : "");
   }
   for (size_t i = 0; i < mori__fsm_nrows; i++) {
     const mori__fsm_row *r = &mori__fsm_rows[i];
-    fprintf(out, "  %s -> %s [label=\"%s\\n(", mori_wstate_name(r->from), mori_wstate_name(r->to),
-            mori_wevent_name(r->event));
-    write_kinds(out, r->kinds);
-    fputs(")\", tooltip=\"", out);
+    if (!(r->kinds & (unsigned)kind)) continue;
+    fprintf(out, "    %s_%s -> %s_%s [", k, mori_wstate_name(r->from), k, mori_wstate_name(r->to));
+    if (r->event == MORI_EV_FAIL) {
+      fputs("style=dashed, color=gray60, arrowsize=0.5, tooltip=\"FAIL: ", out);
+      write_acquires(out, r);
+      fputs("\"];\n", out);
+      continue;
+    }
+    fprintf(out, "label=\"%s", mori_wevent_name(r->event));
+    for (int res = 0; res < MORI_RES__COUNT; res++)
+      if (r->acquires & MORI__BIT(res)) fprintf(out, "\\n+ %s", mori__res_infos[res].singular);
+    fputs("\", tooltip=\"", out);
     write_acquires(out, r);
-    /* Rollbacks drawn apart from the forward paths they would crowd. */
-    fputs(r->event == MORI_EV_FAIL ? "\", style=dashed, color=gray50, fontcolor=gray50];\n"
-                                   : "\"];\n",
-          out);
+    fputs("\"];\n", out);
   }
+  fputs("  }\n", out);
+}
+
+void mori_fsm_write_dot(FILE *out) {
+  fputs("digraph mori_fsm {\n"
+        "  rankdir=TB;\n"
+        "  nodesep=0.2;\n"
+        "  ranksep=0.25;\n"
+        "  node [shape=box, style=rounded, fontsize=9, height=0.25, margin=\"0.08,0.03\"];\n"
+        "  edge [fontsize=8];\n",
+        out);
+  write_machine(out, MORI_FSM_BLOCK);
+  write_machine(out, MORI_FSM_WINDOW);
   write_lifecycle(out, &mori__life_lifecycle);
   write_lifecycle(out, &mori__watch_lifecycle);
-  fputs("}\n", out);
+  fputs("  subgraph cluster_legend {\n"
+        "    label=\"legend\";\n"
+        "    legend [shape=plaintext, style=\"\", label=\""
+        "box: a state (its tooltip: what its ledger holds)\\l"
+        "solid arrow: a step of the table, its event\\l"
+        "    and what it adds to the ledger (+ ...)\\l"
+        "dashed arrow: FAIL, from every state of the machine:\\l"
+        "    unwinds the ledger in reverse order\\l"
+        "shaded: the machine's failure sink\\l\"];\n"
+        "  }\n"
+        "}\n",
+        out);
 }
 
 static void write_res_list(FILE *out, unsigned acquires) {

@@ -10,6 +10,7 @@
 #include "shim_internal.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -108,6 +109,18 @@ static int bring_up(const char *name) {
   }
   __atomic_store_n(&active, b, __ATOMIC_RELEASE);
   return 0;
+}
+
+/* MORI_FI is read by libmori_faultinject.so alone: set in a process the
+ * fault shim was not preloaded into, it would do nothing, silently.  Every
+ * such process loads this library, so its loading says so, once per
+ * program (a forked rank inherits the parent's having said it). */
+__attribute__((constructor)) static void warn_fault_schedule_unread(void) {
+  const char *fi = getenv("MORI_FI");
+  if (fi == NULL || *fi == '\0' || dlsym(RTLD_DEFAULT, "mori_fi_preload_configure") != NULL)
+    return;
+  fprintf(stderr, "[mori-symm WARN] MORI_FI is set but libmori_faultinject.so is not loaded: "
+                  "no fault will be injected (LD_PRELOAD the fault shim, or run under mori-fi)\n");
 }
 
 /* MORI_SHIM_REGISTRY_REPORT=1, or its older name MORI_SHIM_LEDGER_REPORT=1

@@ -3,8 +3,10 @@
 # -DUPDATE=1 rewrites the block instead.  By default the block is the
 # ```dot fence and the tool runs without arguments; -DARGS, -DOPEN and
 # -DCLOSE name another (the steps table: --steps between two comments).
+# -DNAME and -DREGEN name the tool and the target that rewrites the block
+# in the message (tests/env checks docs/environment.md with it too).
 #   cmake -DTOOL=<mori-fsm-dot> -DDOC=<file.md> [-DARGS=..] [-DOPEN=.. -DCLOSE=..]
-#         [-DUPDATE=1] -P check_dot_doc.cmake
+#         [-DNAME=.. -DREGEN=..] [-DUPDATE=1] -P check_dot_doc.cmake
 if(NOT TOOL OR NOT DOC)
   message(FATAL_ERROR "usage: cmake -DTOOL=<mori-fsm-dot> -DDOC=<file.md> [-DUPDATE=1] -P ${CMAKE_SCRIPT_MODE_FILE}")
 endif()
@@ -13,6 +15,10 @@ if(NOT DEFINED OPEN)
   set(CLOSE "```")
 endif()
 set(what "${OPEN}")
+if(NOT DEFINED NAME)
+  set(NAME mori-fsm-dot)
+  set(REGEN "ninja fsm-dot-doc")
+endif()
 
 execute_process(COMMAND "${TOOL}" ${ARGS} OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -44,5 +50,5 @@ if(UPDATE)
   message(STATUS "${DOC}: ${what} block regenerated")
   return()
 endif()
-message(FATAL_ERROR "${DOC}: the ${what} block differs from mori-fsm-dot's output; "
-        "regenerate it with `ninja fsm-dot-doc`")
+message(FATAL_ERROR "${DOC}: the ${what} block differs from ${NAME}'s output; "
+        "regenerate it with `${REGEN}`")

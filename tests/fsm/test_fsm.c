@@ -1318,49 +1318,90 @@ __attribute__((noinline)) static char *dot_text(void) {
   return buf;
 }
 
-static void dot_draws_one_node_per_state_and_one_edge_per_table_row(void **state) {
+/* The text between "subgraph cluster_NAME {" and its closing line. */
+static char *cluster_of(const char *dot, const char *name) {
+  char open[64];
+  snprintf(open, sizeof open, "\n  subgraph cluster_%s {\n", name);
+  const char *at = strstr(dot, open);
+  if (at == NULL) return NULL;
+  const char *end = strstr(at, "\n  }\n");
+  assert_non_null(end);
+  return strndup(at, (size_t)(end - at) + 1);
+}
+
+/* Readable at page size: each machine a cluster of its own states (named
+ * <kind>_<STATE>, its ledger as the tooltip), every row of the kind an edge
+ * of its cluster, every FAIL ending in that machine's own FAILED, and a
+ * legend; nothing drawn outside the clusters. */
+static void dot_draws_each_machine_as_a_cluster_with_its_own_failure_sink(void **state) {
   char *dot = dot_text();
   assert_memory_equal(dot, "digraph mori_fsm {\n", 19);
   assert_string_equal(dot + strlen(dot) - 2, "}\n");
-  for (int s = 0; s < MORI_WS__COUNT; s++) {
-    char node[512];
-    snprintf(node, sizeof node, "\n  %s [label=\"%s\\n", mori_wstate_name((mori_wstate)s),
-             mori_wstate_name((mori_wstate)s));
-    assert_non_null(strstr(dot, node));
-    snprintf(node, sizeof node, "tooltip=\"%s\"];\n",
-             mori_wstate_invariants((mori_wstate)s));
-    assert_non_null(strstr(dot, node));
-  }
-  /* every expected triple is an edge naming its kind; distinct
-   * (from, event, to) edges are all the edges there are */
-  size_t distinct = 0;
-  char edge[128];
+  char *cluster[2] = {cluster_of(dot, "block"), cluster_of(dot, "window")};
+  assert_non_null(cluster[0]);
+  assert_non_null(cluster[1]);
+  assert_true(strstr(dot, "subgraph cluster_block") < strstr(dot, "subgraph cluster_window"));
+  assert_true(strstr(dot, "subgraph cluster_window") < strstr(dot, "subgraph cluster_life"));
+  assert_non_null(strstr(dot, "\n  subgraph cluster_legend {\n    label=\"legend\";\n"));
+  size_t distinct[2] = {0, 0};
+  char edge[160];
   for (size_t i = 0; i < NLEGAL; i++) {
-    snprintf(edge, sizeof edge, "\n  %s -> %s [label=\"%s\\n(", mori_wstate_name(legal[i].from),
-             mori_wstate_name(legal[i].to), mori_wevent_name(legal[i].ev));
-    const char *at = strstr(dot, edge);
-    if (at == NULL) fail_msg("no edge %s", edge + 3);
-    const char *eol = strchr(at + 1, '\n');
-    const char *kind = strstr(at, legal[i].kind == BLOCK ? "block" : "window");
-    assert_true(kind != NULL && kind < eol);
+    int k = legal[i].kind == BLOCK ? 0 : 1;
+    const char *kn = k ? "window" : "block";
+    if (legal[i].ev == MORI_EV_FAIL)
+      snprintf(edge, sizeof edge, "\n    %s_%s -> %s_FAILED [style=dashed", kn,
+               mori_wstate_name(legal[i].from), kn);
+    else
+      snprintf(edge, sizeof edge, "\n    %s_%s -> %s_%s [label=\"%s", kn,
+               mori_wstate_name(legal[i].from), kn, mori_wstate_name(legal[i].to),
+               mori_wevent_name(legal[i].ev));
+    if (strstr(cluster[k], edge) == NULL) fail_msg("no edge %s in the %s cluster", edge + 5, kn);
     int seen_before = 0;
     for (size_t j = 0; j < i; j++)
-      seen_before |= legal[j].from == legal[i].from && legal[j].ev == legal[i].ev &&
-                     legal[j].to == legal[i].to;
-    distinct += !seen_before;
+      seen_before |= legal[j].kind == legal[i].kind && legal[j].from == legal[i].from &&
+                     legal[j].ev == legal[i].ev && legal[j].to == legal[i].to;
+    distinct[k] += !seen_before;
   }
-  size_t edges = 0;
-  for (const char *p = dot; (p = strstr(p, " -> ")) != NULL; p++) {
-    const char *bol = p;
-    while (bol > dot && bol[-1] != '\n') bol--;
-    edges += strncmp(bol, "  subgraph", 10) != 0 && bol[2] != ' '; /* not inside a cluster */
+  for (int k = 0; k < 2; k++) {
+    const char *kn = k ? "window" : "block";
+    size_t edges = 0;
+    for (const char *p = cluster[k]; (p = strstr(p, " -> ")) != NULL; p++) edges++;
+    assert_int_equal(edges, distinct[k]);
+    /* one failure sink per machine, and no FAIL of one machine in the other */
+    char sink[64];
+    snprintf(sink, sizeof sink, "\n    %s_FAILED [", kn);
+    const char *first = strstr(cluster[k], sink);
+    assert_non_null(first);
+    assert_null(strstr(first + 1, sink));
+    assert_null(strstr(cluster[k], k ? "block_" : "window_"));
+    /* a node's tooltip is what that machine's ledger holds in it */
+    for (int st = 0; st < MORI_WS__COUNT; st++) {
+      const mori__fsm_invariant *inv =
+          mori__fsm_invariant_of(k ? MORI_FSM_WINDOW : MORI_FSM_BLOCK, (mori_wstate)st);
+      char node[96];
+      snprintf(node, sizeof node, "\n    %s_%s [label=\"%s\", tooltip=\"", kn,
+               mori_wstate_name((mori_wstate)st), mori_wstate_name((mori_wstate)st));
+      const char *at = strstr(cluster[k], node);
+      if (inv == NULL) continue;
+      if (at == NULL) fail_msg("no node %s", node + 5);
+    }
   }
-  assert_int_equal(edges, distinct);
   /* a tooltip says what its row does: a step records, RELEASE and FAIL unwind */
-  assert_non_null(strstr(dot, "  BACKED -> ACCESSIBLE [label=\"GRANT\\n(block)\", "
-                              "tooltip=\"acquires nothing\"];\n"));
-  assert_non_null(strstr(dot, "  MAPPED -> RELEASED [label=\"RELEASE\\n(window)\", "
-                              "tooltip=\"unwinds the ledger in reverse order\"];\n"));
+  assert_non_null(strstr(cluster[0], "    block_BACKED -> block_ACCESSIBLE [label=\"GRANT\", "
+                                     "tooltip=\"acquires nothing\"];\n"));
+  assert_non_null(strstr(cluster[1], "    window_MAPPED -> window_RELEASED [label=\"RELEASE\", "
+                                     "tooltip=\"unwinds the ledger in reverse order\"];\n"));
+  /* nothing but the clusters: no node or edge at the top level */
+  for (const char *p = dot; (p = strstr(p, "\n  ")) != NULL; p++) {
+    if (p[3] == ' ') continue;
+    const char *eol = strchr(p + 1, '\n');
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)(eol - p - 1), p + 1);
+    if (strstr(line, "->") != NULL || strstr(line, "label=") != NULL)
+      fail_msg("drawn outside every cluster: %s", line);
+  }
+  free(cluster[0]);
+  free(cluster[1]);
   free(dot);
 }
 
@@ -1440,7 +1481,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(names_are_the_enumerators_and_out_of_range_is_a_question_mark),
       cmocka_unit_test(invariant_lines_are_what_the_invariant_table_says),
       cmocka_unit_test(describe_truncates_and_reports_the_full_length),
-      cmocka_unit_test(dot_draws_one_node_per_state_and_one_edge_per_table_row),
+      cmocka_unit_test(dot_draws_each_machine_as_a_cluster_with_its_own_failure_sink),
       cmocka_unit_test(dot_draws_each_lifecycle_as_a_cluster_of_its_rows),
       cmocka_unit_test(life_fire_moves_by_each_row_and_refuses_every_other_pair),
       cmocka_unit_test(life_check_names_the_fact_a_state_forbids),

@@ -63,9 +63,9 @@ WHEEL=$(ls "$WHEELS"/mori_symm-*.whl 2>/dev/null | head -1)
 if [ -n "$WHEEL" ]; then
   step wheel_files "$PY" tests/python/pkgtool.py check-wheel "$WHEEL" --extension
   # The venv sees the environment's torch, never its mori or mori_symm.
-  TORCH_SITE=$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  torch_site=$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
   step coexist "$PY" tests/python/pkgtool.py cycle --wheel "$WHEEL" --work "$OUT/coexist" \
-    --python "$PY" --inherit "$TORCH_SITE"
+    --python "$PY" --inherit "$torch_site"
   step install "$PY" -m pip install --no-index --no-deps --force-reinstall "$WHEEL"
 else
   failed+=("install")

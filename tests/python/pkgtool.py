@@ -307,7 +307,11 @@ class Venv:
         self.dir = os.path.join(work, "venv")
         self.work = work
         shutil.rmtree(self.dir, ignore_errors=True)
-        run([python, "-m", "venv", self.dir], quiet=True)
+        try:
+            run([python, "-m", "venv", self.dir], quiet=True)
+        except Failure:  # a python without ensurepip: a venv without pip
+            shutil.rmtree(self.dir, ignore_errors=True)
+            run([python, "-m", "venv", "--without-pip", self.dir], quiet=True)
         self.python = os.path.join(self.dir, "bin", "python")
         self.site = subprocess.run(
             [self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -54,7 +54,7 @@ def main():
         ("mori-symm --version", grab(r"^mori-symm (\S+)$", run([a.symm, "--version"]))),
         ("mori-fi --version", grab(r"^mori-fi (\S+)$", run([a.fi, "--version"]))),
         ("MORI_SYMM_VERSION_MAJOR/MINOR/PATCH", grab(r"^macros (\S+)$", probe)),
-        ("MORI_SYMM_VERSION_STRING", grab(r"^string (\S+)$", probe)),
+        ("the header's version string", grab(r"^string (\S+)$", probe)),
         ("mori_symm_version()", grab(r"^library (\S+)$", probe)),
         ("mori_symm.__version__ (_version.py)",
          grab(r'^__version__ = "([^"]+)"', open(a.python_version).read())),

@@ -44,7 +44,9 @@ int cli_parse_int(const char *text, long long min, long long max, long long *out
   return 0;
 }
 
-/* One spelling per unit: the suffixes a size may carry, and nothing else. */
+/* One spelling per unit: the suffixes a size may carry, and nothing else.
+ * The spaced ones are how cli_format_size writes a size ("16 GiB", "1
+ * byte"), so that a size copied from a help text or a message is taken. */
 static const struct {
   const char *suffix;
   long long scale;
@@ -52,8 +54,12 @@ static const struct {
     {"", 1},
     {"K", 1LL << 10}, {"M", 1LL << 20}, {"G", 1LL << 30},
     {"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30},
+    {" byte", 1}, {" bytes", 1},
+    {" KiB", 1LL << 10}, {" MiB", 1LL << 20}, {" GiB", 1LL << 30},
 };
 #define SIZE_UNITS_TEXT "a whole number of bytes, optionally with K, M, G, KiB, MiB or GiB"
+/* 19 digits hold any long long; a 20th could wrap the number around. */
+#define SIZE_DIGITS_MAX 19
 
 void cli_format_size(long long n, char *buf, size_t len) {
   static const struct {
@@ -80,13 +86,14 @@ int cli_parse_size(const char *text, long long min, long long max, long long *ou
   char range[80];
   size_range(min, max, range, sizeof range);
   const char *p = text;
-  long long v = 0;
-  while (*p >= '0' && *p <= '9') {
-    if (v > (LLONG_MAX - 9) / 10) {
+  unsigned long long v = 0; /* at most 19 digits: never wraps */
+  int digits = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (++digits > SIZE_DIGITS_MAX) {
       snprintf(why, whylen, "out of range (accepted: %s)", range);
       return -1;
     }
-    v = v * 10 + (*p++ - '0');
+    v = v * 10 + (unsigned)(*p - '0');
   }
   if (p == text) {
     snprintf(why, whylen, "not a size (accepted: " SIZE_UNITS_TEXT ", %s)", range);
@@ -94,12 +101,13 @@ int cli_parse_size(const char *text, long long min, long long max, long long *ou
   }
   for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
     if (strcmp(p, size_units[i].suffix) != 0) continue;
-    if (v > LLONG_MAX / size_units[i].scale || v * size_units[i].scale < min ||
-        v * size_units[i].scale > max) {
+    long long scale = size_units[i].scale;
+    if (v > (unsigned long long)(LLONG_MAX / scale) || (long long)v * scale < min ||
+        (long long)v * scale > max) {
       snprintf(why, whylen, "out of range (accepted: %s)", range);
       return -1;
     }
-    *out = v * size_units[i].scale;
+    *out = (long long)v * scale;
     return 0;
   }
   snprintf(why, whylen, "unknown unit '%s' (accepted: " SIZE_UNITS_TEXT ", %s)", p, range);
@@ -238,7 +246,7 @@ static void option_value_text(const cli_option *o, char *buf, size_t len) {
 #define HELP_WIDTH 79
 #define NO_BREAK '\x1f'
 
-static void wrap(FILE *out, const char *text, int indent) {
+void cli_wrap(FILE *out, const char *text, int indent) {
   int col = indent;
   while (*text) {
     size_t word = strcspn(text, " ");
@@ -261,7 +269,7 @@ static void wrap(FILE *out, const char *text, int indent) {
 void cli_print_command_help(FILE *out, const cli_command *cmd) {
   fprintf(out, "usage: %s %s%s%s%s\n  ", tool_name, cmd->name, cmd->options ? " [OPTIONS]" : "",
           cmd->operand ? " " : "", cmd->operand ? cmd->operand : "");
-  wrap(out, cmd->summary, 2);
+  cli_wrap(out, cmd->summary, 2);
   for (const cli_option *o = cmd->options; o && o->name; o++) {
     char head[64], accepted[160], text[640];
     int n = snprintf(head, sizeof head, "  %s%s%s", o->name, o->kind == CLI_FLAG ? "" : " ",
@@ -275,7 +283,7 @@ void cli_print_command_help(FILE *out, const cli_command *cmd) {
       fprintf(out, "%s\n%*s", head, OPTION_COLUMN, "");
     else
       fprintf(out, "%-*s", OPTION_COLUMN, head);
-    wrap(out, text, OPTION_COLUMN);
+    cli_wrap(out, text, OPTION_COLUMN);
   }
   if (cmd->details) fprintf(out, "%s", cmd->details);
 }
@@ -284,12 +292,18 @@ static void print_tool_help(FILE *out, const cli_tool *tool, int with_options) {
   fprintf(out, "usage: %s COMMAND [OPTIONS]\n  %s\n\ncommands:\n", tool->name, tool->summary);
   for (const cli_command *const *c = tool->commands; *c; c++) {
     fprintf(out, "  %-14s", (*c)->name);
-    wrap(out, (*c)->summary, 16);
+    cli_wrap(out, (*c)->summary, 16);
   }
   fprintf(out, "  %-14s", "help");
-  wrap(out, "this text; `help COMMAND`: one command's options", 16);
+  cli_wrap(out, "this text; `help COMMAND`: one command's options", 16);
+  for (const cli_topic *const *t = tool->topics; t && *t; t++) {
+    char line[256];
+    snprintf(line, sizeof line, "help %s", (*t)->name);
+    fprintf(out, "  %-14s", line);
+    cli_wrap(out, (*t)->summary, 16);
+  }
   fprintf(out, "  %-14s", "--version");
-  wrap(out, "the version of mori-symm this tool belongs to", 16);
+  cli_wrap(out, "the version of mori-symm this tool belongs to", 16);
   if (with_options) {
     for (const cli_command *const *c = tool->commands; *c; c++) {
       fprintf(out, "\n");
@@ -307,12 +321,30 @@ static const cli_command *find_command(const cli_tool *tool, const char *name) {
   return NULL;
 }
 
-static int unknown_command(const cli_tool *tool, const char *where, const char *name) {
-  fprintf(stderr, "%s: %sunknown command '%s' (accepted:", tool->name, where, name);
+static const cli_topic *find_topic(const cli_tool *tool, const char *name) {
+  for (const cli_topic *const *t = tool->topics; t && *t; t++)
+    if (strcmp((*t)->name, name) == 0) return *t;
+  return NULL;
+}
+
+/* with_topics: what `help` takes (the commands, the topics and help). */
+static int unknown_command(const cli_tool *tool, int with_topics, const char *name) {
+  fprintf(stderr, "%s: %sunknown command '%s' (accepted:", tool->name, with_topics ? "help: " : "",
+          name);
   for (const cli_command *const *c = tool->commands; *c; c++)
     fprintf(stderr, "%s %s", c == tool->commands ? "" : ",", (*c)->name);
-  fprintf(stderr, "; %s --help)\n", tool->name);
+  for (const cli_topic *const *t = tool->topics; with_topics && t && *t; t++)
+    fprintf(stderr, ", %s", (*t)->name);
+  fprintf(stderr, "%s; %s --help)\n", with_topics ? ", help" : "", tool->name);
   return CLI_EXIT_USAGE;
+}
+
+static void print_help_help(FILE *out, const cli_tool *tool) {
+  fprintf(out, "usage: %s help [COMMAND|TOPIC]\n  ", tool->name);
+  cli_wrap(out, "without a name: every command and option (as --help); with a command: its "
+            "options and what they take; with a topic:", 2);
+  for (const cli_topic *const *t = tool->topics; t && *t; t++)
+    fprintf(out, "    %-12s%s\n", (*t)->name, (*t)->summary);
 }
 
 int cli_main(const cli_tool *tool, int argc, char **argv) {
@@ -337,11 +369,18 @@ int cli_main(const cli_tool *tool, int argc, char **argv) {
   }
   if (strcmp(name, "help") == 0) {
     const cli_command *c = find_command(tool, argv[2]);
-    if (c == NULL || argc > 3) return unknown_command(tool, "help: ", argv[2]);
-    cli_print_command_help(stdout, c);
+    const cli_topic *t = c ? NULL : find_topic(tool, argv[2]);
+    if (argc > 3 || (c == NULL && t == NULL && strcmp(argv[2], "help") != 0))
+      return unknown_command(tool, 1, argv[2]);
+    if (c != NULL)
+      cli_print_command_help(stdout, c);
+    else if (t != NULL)
+      t->print(stdout);
+    else
+      print_help_help(stdout, tool);
     return 0;
   }
   const cli_command *c = find_command(tool, name);
-  if (c == NULL) return unknown_command(tool, "", name);
+  if (c == NULL) return unknown_command(tool, 0, name);
   return c->run(argc - 2, argv + 2);
 }

@@ -38,18 +38,26 @@ typedef struct cli_command {
   const char *details;        /* more lines for `help COMMAND`, or NULL */
 } cli_command;
 
+/* Something `help NAME` explains that is not a command (`help env`). */
+typedef struct cli_topic {
+  const char *name;
+  const char *summary;        /* one line, for the tool's help */
+  void (*print)(FILE *out);
+} cli_topic;
+
 typedef struct cli_tool {
   const char *name;           /* "mori-symm" */
   const char *version;        /* what --version prints: the version it was built as */
   const char *(*library_version)(void); /* the library's it runs with, named if it differs */
   const char *summary;
   const cli_command *const *commands; /* NULL-terminated: the one list of commands */
+  const cli_topic *const *topics;     /* NULL-terminated, or NULL: what else help explains */
   const char *details;        /* environment and files, for --help */
 } cli_tool;
 
-/* Dispatches argv[1] to its command; `--help`, `-h`, `help [COMMAND]` and
- * `--version` print to stdout and return 0; no or an unknown command is an
- * error (stderr, 2). */
+/* Dispatches argv[1] to its command; `--help`, `-h`, `help [COMMAND|TOPIC]`
+ * (`help help` says how help works) and `--version` print to stdout and
+ * return 0; no or an unknown command is an error (stderr, 2). */
 int cli_main(const cli_tool *tool, int argc, char **argv);
 
 /* Fills args from a command's arguments by its table.  Returns 0, or
@@ -75,5 +83,9 @@ int cli_parse_size(const char *text, long long min, long long max, long long *ou
 void cli_format_size(long long n, char *buf, size_t len);
 
 void cli_print_command_help(FILE *out, const cli_command *cmd);
+
+/* Writes text from column indent, where the cursor already is, wrapped at
+ * the help's width on spaces, continuation lines indented the same. */
+void cli_wrap(FILE *out, const char *text, int indent);
 
 #endif

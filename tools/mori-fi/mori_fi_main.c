@@ -6,10 +6,13 @@
  */
 #include "fi_tool.h"
 
+#include "env_table.h"
 #include "mori/symm.h"
 
 static const cli_command *const commands[] = {&fi_sweep_command, &fi_run_scenario_command,
                                               NULL};
+
+static const cli_topic *const topics[] = {&mori_env_help_topic, NULL};
 
 static const cli_tool tool = {
     .name = "mori-fi",
@@ -17,11 +20,10 @@ static const cli_tool tool = {
     .library_version = mori_symm_version,
     .summary = "fault injection for mori-symm: fail every shim call of a scenario in turn",
     .commands = commands,
-    .details = "environment:\n"
-               "  MORI_FI_PRELOAD=PATH   the fault shim (default: libmori_faultinject.so beside "
-               "libmori_core.so)\n"
-               "  MORI_FI=SCHEDULE, MORI_FI_RECORD=PATH   read by the fault shim itself "
-               "(docs/fault-injection.md)\n",
+    .topics = topics,
+    .details = "environment: MORI_FI_PRELOAD=PATH names the fault shim (default:\n"
+               "libmori_faultinject.so beside libmori_core.so); `mori-fi help env` lists every\n"
+               "variable, MORI_FI and MORI_FI_RECORD among them (docs/fault-injection.md).\n",
 };
 
 int main(int argc, char **argv) {

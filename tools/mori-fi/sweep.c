@@ -803,8 +803,10 @@ static int list(void) {
 
 /* per_call: the call sites of each function over every rank (what was
  * swept, so that a sweep shows which calls of the seam it reached). */
-static void summary(const options *o, const tally *t, const long *per_call, long sites,
-                    double t0) {
+/* Returns 1 when the sweep found anything, whose last line is then
+ * "sweep FAILED: ..." on stderr, as every tool's failure; else "sweep ok: ...". */
+static int summary(const options *o, const tally *t, const long *per_call, long sites,
+                   double t0) {
   const char *arch = getenv("MORI_SIM_ARCH"), *quirks = getenv("MORI_SIM_QUIRKS");
   printf("sweep: %ld runs absorbed the fault (the rank succeeded); %ld probes took it as an "
          "answer (the rendezvous found the mismatch); %ld peers could not be told (the faulted "
@@ -821,10 +823,15 @@ static void summary(const options *o, const tally *t, const long *per_call, long
   for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
     if (per_call[c]) printf(" %s=%ld", mori_fi_call_name(c), per_call[c]);
   printf("\n");
-  printf("sweep: scenario=%s ranks=%d runs=%ld injected=%ld crashes=%ld hangs=%ld leaks=%ld "
-         "unnamed=%ld late=%ld peers=%ld broken=%ld unretried=%ld\n",
-         o->scenario->name, o->ranks, t->runs, t->injected, t->crashes, t->hangs, t->leaks,
-         t->unnamed, t->late, t->peers, t->broken, t->unretried);
+  int failed = t->crashes || t->hangs || t->leaks || t->unnamed || t->late || t->peers ||
+               t->broken || t->unretried;
+  fflush(stdout);
+  fprintf(failed ? stderr : stdout,
+          "sweep %s: scenario=%s ranks=%d runs=%ld injected=%ld crashes=%ld hangs=%ld leaks=%ld "
+          "unnamed=%ld late=%ld peers=%ld broken=%ld unretried=%ld\n",
+          failed ? "FAILED" : "ok", o->scenario->name, o->ranks, t->runs, t->injected,
+          t->crashes, t->hangs, t->leaks, t->unnamed, t->late, t->peers, t->broken, t->unretried);
+  return failed;
 }
 
 int fi_cmd_sweep(int argc, char **argv) {
@@ -883,9 +890,5 @@ int fi_cmd_sweep(int argc, char **argv) {
   free(counts);
   free(sites);
   if (rc != 0) return 2;
-  summary(&o, &t, per_call, nsites, t0);
-  return t.crashes || t.hangs || t.leaks || t.unnamed || t.late || t.peers || t.broken ||
-                 t.unretried
-             ? 1
-             : 0;
+  return summary(&o, &t, per_call, nsites, t0);
 }

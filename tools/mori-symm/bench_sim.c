@@ -244,24 +244,13 @@ typedef struct world_counts {
 
 static int parse_rank(const char *msg, const struct bench_args *a, double out[NSTEPS][M_COUNT + 1],
                       int *seam) {
-  const char *p = strstr(msg, "counts");
-  if (p == NULL) return -1;
-  p += 6;
+  const char *names[NSTEPS];
+  int repeated[NSTEPS];
   for (size_t s = 0; s < NSTEPS; s++) {
-    char key[32];
-    int len = snprintf(key, sizeof key, " %s:", steps[s].name);
-    if (strncmp(p, key, (size_t)len) != 0) return -1;
-    p += len;
-    double per = steps[s].repeated ? a->reps : 1;
-    for (int m = 0; m <= M_COUNT; m++) {
-      char *end;
-      double v = strtod(p, &end);
-      if (end == p || (m < M_COUNT && *end != ',')) return -1;
-      out[s][m] = v / (m < M_COUNT ? per : 1);
-      p = end + (m < M_COUNT);
-    }
+    names[s] = steps[s].name;
+    repeated[s] = steps[s].repeated;
   }
-  return sscanf(p, " seam=%d", seam) == 1 ? 0 : -1;
+  return cli_bench_parse(msg, names, repeated, NSTEPS, M_COUNT, a->reps, &out[0][0], seam);
 }
 
 static int run_world(int world, const struct bench_args *a, int deadline_ms, world_counts *wc) {
@@ -389,8 +378,9 @@ static int bench_sim_run(int argc, char **argv) {
   int seam = mori_fi_loaded();
   printf("bench-sim: ranks %s, shim %s, %d reps of each repeated step, %zu-byte blocks\n", ranks,
          a.shim, a.reps, a.size);
-  printf("  per rank and per operation, the most any rank did; growth k: count ~ (N-1)^k "
-         "between the two largest worlds\n");
+  printf("  per rank and per operation (a repeated step's counts and wall_us divided by its %d "
+         "reps), the most any rank did; growth k: count ~ (N-1)^k between the two largest "
+         "worlds\n", a.reps);
   if (!seam)
     printf("  seam counts absent: libmori_faultinject.so not found beside libmori_core.so\n");
   fflush(stdout);

@@ -20,6 +20,13 @@ extern const cli_command cli_replay_command;
 
 double cli_now_us(void);
 
+/* bench-sim's per-rank report, "counts NAME:c0,...,cN-1,wall_us ... seam=S"
+ * (bench_report.c): out gets nsteps rows of ncounts counts and the wall
+ * time, per operation (every column of a repeated step divided by reps).
+ * Returns 0, or -1 when msg is not such a report. */
+int cli_bench_parse(const char *msg, const char *const *names, const int *repeated,
+                    size_t nsteps, int ncounts, int reps, double *out, int *seam);
+
 /* The shim choices of --shim, and the default: the argument, else
  * MORI_SYMM_SHIM, else "auto" when a GPU runtime library can be loaded,
  * else "sim". */

@@ -245,8 +245,15 @@ static int demo_run(int argc, char **argv) {
                            a.size, a.r.ranks, a.r.ranks * 2);
   rc = cli_ranks_prepare(&cli_demo_command, &a.r);
   if (rc != 0) return rc;
-  printf("demo: %d ranks on %d device(s), %zu bytes per rank, shim %s\n", a.r.ranks,
-         a.r.devices, a.size, a.r.shim);
+  /* What each rank sends and verifies, the quantity of every rank's bytes=
+   * and, summed, of the closing line: the second half of its buffer, a
+   * chunk from each rank (demo_rank). */
+  size_t per_rank = a.size / 2 / (size_t)a.r.ranks * (size_t)a.r.ranks;
+  char buffer[32];
+  cli_format_size((long long)a.size, buffer, sizeof buffer);
+  printf("demo: %d ranks on %d device(s), shim %s, buffers of %s: bytes=%zu per rank "
+         "(a chunk to every rank, each verified)\n",
+         a.r.ranks, a.r.devices, a.r.shim, buffer, per_rank);
   fflush(stdout);
 
   mori_rank_result *res = calloc((size_t)a.r.ranks, sizeof *res);
@@ -276,7 +283,8 @@ static int demo_run(int argc, char **argv) {
            "%.0f us, cached rendezvous %.3f us, barrier %.1f us, all-to-all %.0f us (%.2f GB/s "
            "aggregate, peers only)\n",
            init, alloc, rdv, cached, barrier, a2a, a2a > 0 ? (double)moved / a2a / 1e3 : 0.0);
-    printf("demo ok: ranks=%d bytes=%zu leaks=%ld%s\n", a.r.ranks, bytes, leaks,
+    printf("demo ok: ranks=%d bytes=%zu leaks=%ld (bytes: %d x %zu per rank)%s\n", a.r.ranks,
+           bytes, leaks, a.r.ranks, per_rank,
            a.exit_live ? " (teardown at exit, checked by each rank)" : "");
   }
   free(res);

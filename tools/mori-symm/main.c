@@ -12,6 +12,7 @@
 
 #include "mori/fi.h"
 #include "mori/fsm.h"
+#include "env_table.h"
 #include "mori/symm.h"
 
 double cli_now_us(void) {
@@ -133,24 +134,18 @@ static const cli_command *const commands[] = {
     &cli_bench_sim_command, &cli_replay_command, &cli_fsm_command, NULL,
 };
 
+static const cli_topic *const topics[] = {&mori_env_help_topic, NULL};
+
 static const cli_tool tool = {
     .name = "mori-symm",
     .version = MORI_SYMM_VERSION_STRING,
     .library_version = mori_symm_version,
     .summary = "MORI, a torch SymmetricMemory backend over HIP VMM: probe, run and check it",
     .commands = commands,
-    .details =
-        "environment:\n"
-        "  MORI_SYMM_SHIM=auto|sim|cuda|hip   the shim backend (as --shim)\n"
-        "  MORI_SIM_ARCH=gfx942|gfx950|gfx1250|gfx1250-rocm7.1, MORI_SIM_QUIRKS=LIST|all,\n"
-        "  MORI_SIM_DEVICES=N (default 8, at most 1024)   the sim's profile, defects, devices\n"
-        "  MORI_SYMM_DEBUG=WARN|INFO|TRACE    log to stderr\n"
-        "  MORI_SYMM_TIMEOUT_MS=MS            rendezvous and signal timeout (default 30000)\n"
-        "  MORI_SYMM_TEARDOWN=0               leave windows mapped at exit\n"
-        "  MORI_SHIM_REGISTRY_REPORT=1        print the shim's resource registry at exit\n"
-        "                                     (MORI_SHIM_LEDGER_REPORT=1, its first name, too)\n"
-        "  MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1   several ranks may share a device\n"
-        "mori-fi (beside mori-symm): fault-injection sweeps; mori-fi --help.\n",
+    .topics = topics,
+    .details = "environment: `mori-symm help env` lists every variable mori-symm reads, its\n"
+               "values, its default and who reads it (docs/environment.md, the same table).\n"
+               "mori-fi (beside mori-symm): fault-injection sweeps; mori-fi --help.\n",
 };
 
 int main(int argc, char **argv) {

@@ -1,0 +1,259 @@
+/*
+ * env_table.c - the one table of the environment variables mori-symm's
+ * code reads (env_table.h), and its three printings: the help's text, the
+ * markdown of docs/environment.md and the names tests/env checks the code
+ * against.  A variable the code starts reading gets its row here, or
+ * tests/env fails naming the file and line that reads it.
+ */
+#include "env_table.h"
+
+#include <string.h>
+
+#include "args.h"
+
+const char *const mori_env_section_titles[MORI_ENV__SECTIONS] = {
+    [MORI_ENV_LIBRARY] = "The library (libmori_core.so, in every program that uses it)",
+    [MORI_ENV_SHIM] = "The GPU shim (libmori_hip_shim.so)",
+    [MORI_ENV_SIM] = "The sim backend (MORI_SYMM_SHIM=sim: no GPU)",
+    [MORI_ENV_FAULT] = "Fault injection (libmori_faultinject.so, mori-fi)",
+    [MORI_ENV_TORCH] = "torch: the adapter, and torch's own variables the project sets",
+    [MORI_ENV_TESTS] = "The test suite, the scripts and the GPU suite",
+};
+
+const mori_env_var mori_env_vars[] = {
+    /* ---- the library ---- */
+    {"MORI_SYMM_TIMEOUT_MS", MORI_ENV_LIBRARY, "MS", "30000",
+     "how long a rendezvous waits for its peers and a signal for its peer, unless the API set "
+     "a timeout (mori_symm_set_timeout_ms)",
+     "libmori_core.so"},
+    {"MORI_SYMM_DEBUG", MORI_ENV_LIBRARY, "WARN|INFO|TRACE", "off",
+     "log to stderr, each line naming the rank and window (or the device); another value is "
+     "reported once and logging stays off",
+     "libmori_core.so"},
+    {"MORI_SYMM_TEARDOWN", MORI_ENV_LIBRARY, "0", "teardown on",
+     "0 leaves every window mapped at exit instead of tearing it down from the exit hook",
+     "libmori_core.so; mori_symm (Python) at exit"},
+    {"MORI_SYMM_ALLOW_OVERLAPPING_DEVICES", MORI_ENV_LIBRARY, "1", "refused",
+     "1 lets several ranks of a group use one device (torch's "
+     "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, outside torch); read at every rendezvous",
+     "libmori_core.so"},
+    {"MORI_SYMM_SOCKET_DIR", MORI_ENV_LIBRARY, "DIR", "XDG_RUNTIME_DIR, else TMPDIR, else /tmp",
+     "where the fd channel makes its sockets; it must pass the trusted-directory check "
+     "(docs/security.md); the launcher sets it per launch",
+     "libmori_core.so; set by the launcher"},
+    {"MORI_SYMM_BARRIER", MORI_ENV_LIBRARY, "flat|dissemination", "flat",
+     "the shape of a window barrier's signals; another value fails the barrier",
+     "libmori_core.so"},
+    {"MORI_SYMM_MEMOP_BATCH", MORI_ENV_LIBRARY, "0", "batched",
+     "0 issues one runtime call per stream memory operation instead of one batch, to measure "
+     "the difference",
+     "libmori_core.so"},
+    {"MORI_SYMM_HOST_ID", MORI_ENV_LIBRARY, "TEXT", "the boot id",
+     "the host identity a rank publishes (tests pretend ranks are on other hosts with it)",
+     "libmori_core.so"},
+    /* ---- the shim ---- */
+    {"MORI_SYMM_SHIM", MORI_ENV_SHIM, "auto|hip|cuda|sim", "auto",
+     "the shim backend: auto binds the GPU runtime found; the tools fall back to sim where "
+     "none loads, the Python package picks the runtime torch was built for",
+     "libmori_hip_shim.so, mori-symm, mori-fi, mori_symm (Python)"},
+    {"MORI_SYMM_HIP_LIB", MORI_ENV_SHIM, "PATH", "an already loaded libamdhip64, else "
+     "libamdhip64.so.7, else .so.6",
+     "the HIP runtime library the hip backend loads",
+     "libmori_hip_shim.so"},
+    {"MORI_SYMM_CUDA_LIB", MORI_ENV_SHIM, "PATH", "libcuda.so.1",
+     "the CUDA driver library the cuda backend loads",
+     "libmori_hip_shim.so"},
+    {"MORI_SHIM_REGISTRY_REPORT", MORI_ENV_SHIM, "1", "off",
+     "print the shim's resource registry (every live runtime resource) at exit",
+     "libmori_hip_shim.so"},
+    {"MORI_SHIM_LEDGER_REPORT", MORI_ENV_SHIM, "1", "off",
+     "the registry report's first name, still read",
+     "libmori_hip_shim.so"},
+    /* ---- the sim ---- */
+    {"MORI_SIM_ARCH", MORI_ENV_SIM, "gfx942|gfx950|gfx1250|gfx1250-rocm7.1", "gfx950",
+     "the capability profile the sim reproduces (which handle types work; docs/quirks.md)",
+     "libmori_hip_shim.so (sim); mori-symm replay and mori-fi set it"},
+    {"MORI_SIM_QUIRKS", MORI_ENV_SIM, "LIST|all|none", "none",
+     "known ROCm defects the sim reproduces, comma separated (docs/quirks.md)",
+     "libmori_hip_shim.so (sim)"},
+    {"MORI_SIM_DEVICES", MORI_ENV_SIM, "1..1024", "8",
+     "how many devices the sim reports",
+     "libmori_hip_shim.so (sim); bench-sim and replay set it"},
+    {"MORI_SIM_STREAMS", MORI_ENV_SIM, "sync|async", "sync",
+     "sync runs stream work in the call; async runs it on a thread per stream after the call "
+     "returns, as a GPU queue does",
+     "libmori_hip_shim.so (sim)"},
+    {"MORI_SIM_WAIT_TIMEOUT_MS", MORI_ENV_SIM, "0..86400000", "30000",
+     "how long a stream wait of the sim in sync mode waits for its value",
+     "libmori_hip_shim.so (sim); replay sets 0"},
+    {"MORI_SIM_DEVICE_BYTES", MORI_ENV_SIM, "BYTES", "68719476736 (64 GiB)",
+     "the device memory the sim's hipMemGetInfo reports",
+     "libmori_hip_shim.so (sim)"},
+    /* ---- fault injection ---- */
+    {"MORI_FI", MORI_ENV_FAULT, "SCHEDULE", "no faults",
+     "the faults to inject, e.g. 'rank=1 hipMemMap#3=hipErrorOutOfMemory', and count= / "
+     "record= (docs/fault-injection.md); set without libmori_faultinject.so preloaded, "
+     "libmori_hip_shim.so warns once that nothing will be injected",
+     "libmori_faultinject.so; libmori_hip_shim.so warns"},
+    {"MORI_FI_RECORD", MORI_ENV_FAULT, "PATH", "no trace",
+     "write the shim trace of the run there (as MORI_FI's record=)",
+     "libmori_faultinject.so"},
+    {"MORI_RANK", MORI_ENV_FAULT, "N", "none",
+     "the rank a process is, which MORI_FI's rank= rules match; the launcher sets it",
+     "libmori_faultinject.so; set by the launcher"},
+    {"MORI_FI_PRELOAD", MORI_ENV_FAULT, "PATH", "libmori_faultinject.so beside libmori_core.so",
+     "the fault shim mori-fi preloads into the runs of a sweep",
+     "mori-fi"},
+    {"MORI_FI_LEDGER_REPORT", MORI_ENV_FAULT, "any", "off",
+     "a scenario run that leaks prints the shim's registry of what it left",
+     "mori-fi run-scenario"},
+    {"MORI_BENCH_SIM_PRELOADED", MORI_ENV_FAULT, "1", "unset",
+     "set by bench-sim when it re-executes itself under the counting fault shim, so that it "
+     "does so once",
+     "mori-symm bench-sim"},
+    /* ---- torch ---- */
+    {"TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", MORI_ENV_TORCH, "1", "refused",
+     "torch's: several ranks of a group may use one device; the adapter reads it at every new "
+     "rendezvous, as torch's backend does",
+     "the torch adapter (and torch)"},
+    {"TORCH_SYMM_MEM_DISABLE_MULTICAST", MORI_ENV_TORCH, "1", "torch's",
+     "torch's: multicast off in its backend; the GPU suite, bench and tests set it so both "
+     "backends run the same ops",
+     "torch; set by tests/gpu, bench/, torch/tests"},
+    {"TORCH_SYMMMEM", MORI_ENV_TORCH, "CUDA|NVSHMEM|NCCL", "torch's",
+     "torch's backend choice by environment; it rejects MORI, and the conformance suite "
+     "removes it from its workers' environment",
+     "torch; removed by torch/tests/conformance"},
+    {"TORCH_SHOW_CPP_STACKTRACES", MORI_ENV_TORCH, "1", "torch's",
+     "torch's: C++ stacks in its errors; the conformance suite's workers run with it",
+     "torch; set by torch/tests/conformance"},
+    {"TORCH_DISABLE_ADDR2LINE", MORI_ENV_TORCH, "1", "torch's",
+     "torch's: symbolize stacks without addr2line; the conformance suite's workers run with it",
+     "torch; set by torch/tests/conformance"},
+    {"TORCH_CUDA_ARCH_LIST", MORI_ENV_TORCH, "LIST", "torch's",
+     "torch's: the GPU architectures its extension builds compile for (the examples' inline "
+     "kernel)",
+     "torch; set by tests/gpu/examples.sh"},
+    {"TORCH_EXTENSIONS_DIR", MORI_ENV_TORCH, "DIR", "torch's",
+     "torch's: where it caches built extensions (the examples' inline kernel)",
+     "torch; set by tests/gpu/examples.sh"},
+    /* ---- tests and scripts ---- */
+    {"MORI_TEST_BUILD_DIR", MORI_ENV_TESTS, "DIR", "build",
+     "the build tree scripts/test.sh builds and tests",
+     "scripts/test.sh"},
+    {"MORI_TEST_NO_BUILD", MORI_ENV_TESTS, "1", "build first",
+     "scripts/test.sh runs ctest on what is built, without building",
+     "scripts/test.sh"},
+    {"MORI_FUZZ_SECONDS", MORI_ENV_TESTS, "S", "20",
+     "the length of each libFuzzer run of fuzz/ci.sh",
+     "fuzz/ci.sh"},
+    {"MORI_AFL_SECONDS", MORI_ENV_TESTS, "S", "10",
+     "the length of each AFL++ run of fuzz/ci.sh",
+     "fuzz/ci.sh"},
+    {"MORI_AFL_BUILD", MORI_ENV_TESTS, "DIR", "build-afl",
+     "the AFL++ build tree fuzz/run-afl.sh uses",
+     "fuzz/run-afl.sh"},
+    {"MORI_AFL_OUT", MORI_ENV_TESTS, "DIR", "BUILD/afl/TARGET",
+     "where fuzz/run-afl.sh writes its findings",
+     "fuzz/run-afl.sh"},
+    {"MORI_GPU_PARTS", MORI_ENV_TESTS, "LIST", "c bench scale torch kill examples compare",
+     "the parts of tests/gpu/run.sh to run",
+     "tests/gpu/run.sh"},
+    {"MORI_GPU_SHIM", MORI_ENV_TESTS, "cuda|hip", "cuda",
+     "the shim backend of tests/gpu/run.sh's C parts",
+     "tests/gpu/run.sh"},
+    {"MORI_CONFORMANCE_OUT", MORI_ENV_TESTS, "DIR", "a new temporary directory",
+     "where the conformance suite's pytest run writes its worlds' results",
+     "torch/tests/conformance"},
+    {"MORI_CONFORMANCE_RESULTS", MORI_ENV_TESTS, "PATH", "run the worlds",
+     "a results.json to judge instead of running the worlds",
+     "torch/tests/conformance"},
+    {"MORI_CONFORMANCE_DEADLINE", MORI_ENV_TESTS, "S", "480",
+     "the conformance run's deadline",
+     "torch/tests/conformance"},
+    {"MORI_CONFORMANCE_CHECKS", MORI_ENV_TESTS, "MODULE", "checks",
+     "the module of checks the conformance worlds run (the harness's own tests use another)",
+     "torch/tests/conformance"},
+    {"MORI_STANDIN_TRACE", MORI_ENV_TESTS, "1", "off",
+     "the stand-in runtimes of tests/hipstub print the sim's detail behind each error",
+     "tests/hipstub"},
+    {"MORI_STANDIN_HIP_VERSION", MORI_ENV_TESTS, "N", "the stand-in's",
+     "the runtime version the stand-in libamdhip64 reports",
+     "tests/hipstub"},
+    {"MORI_STANDIN_CUDA_VERSION", MORI_ENV_TESTS, "N", "the stand-in's",
+     "the driver version the stand-in libcuda reports",
+     "tests/hipstub"},
+    {"MORI_STANDIN_CUDA_IMEX", MORI_ENV_TESTS, "1", "no IMEX",
+     "the stand-in libcuda behaves as if an IMEX domain allowed fabric handles",
+     "tests/hipstub"},
+    {"MORI_TEST_LOAD_HIP", MORI_ENV_TESTS, "PATH", "none",
+     "a runtime test_bringup loads first, as torch does",
+     "tests/hipstub"},
+    {"MORI_TEST_EXPECT_HIP", MORI_ENV_TESTS, "PATH", "required",
+     "the runtime file test_bringup expects the hip backend to bind",
+     "tests/hipstub"},
+    {"MORI_TEST_HIP_PARTIAL", MORI_ENV_TESTS, "PATH", "required",
+     "a runtime missing symbols, for test_missing",
+     "tests/hipstub"},
+    {"MORI_TEST_CUDA_STUB", MORI_ENV_TESTS, "PATH", "required",
+     "a driver stub missing symbols, for test_missing",
+     "tests/hipstub"},
+    {0},
+};
+
+/* ---- printing ---- */
+
+void mori_env_print_text(FILE *out) {
+  fprintf(out, "The environment variables mori-symm reads (docs/environment.md has the same "
+               "table).\n");
+  for (int s = 0; s < MORI_ENV__SECTIONS; s++) {
+    fprintf(out, "\n%s:\n", mori_env_section_titles[s]);
+    for (const mori_env_var *v = mori_env_vars; v->name; v++) {
+      if ((int)v->section != s) continue;
+      fprintf(out, "  %s=%s\n      ", v->name, v->values);
+      char text[1024];
+      snprintf(text, sizeof text, "%s. Unset: %s. Read by %s.", v->meaning, v->fallback,
+               v->readers);
+      cli_wrap(out, text, 6);
+    }
+  }
+}
+
+/* a cell of a markdown table: '|' would end it */
+static void cell(FILE *out, const char *text) {
+  for (const char *c = text; *c; c++) {
+    if (*c == '|') fputc('\\', out);
+    fputc(*c, out);
+  }
+}
+
+void mori_env_print_markdown(FILE *out) {
+  for (int s = 0; s < MORI_ENV__SECTIONS; s++) {
+    fprintf(out, "%s### %s\n\n| variable | values | unset | what it does | read by |\n"
+                 "| --- | --- | --- | --- | --- |\n",
+            s ? "\n" : "", mori_env_section_titles[s]);
+    for (const mori_env_var *v = mori_env_vars; v->name; v++) {
+      if ((int)v->section != s) continue;
+      fprintf(out, "| `%s` | `", v->name);
+      cell(out, v->values);
+      fprintf(out, "` | ");
+      cell(out, v->fallback);
+      fprintf(out, " | ");
+      cell(out, v->meaning);
+      fprintf(out, " | ");
+      cell(out, v->readers);
+      fprintf(out, " |\n");
+    }
+  }
+}
+
+void mori_env_print_names(FILE *out) {
+  for (const mori_env_var *v = mori_env_vars; v->name; v++)
+    fprintf(out, "%s %d\n", v->name, (int)v->section);
+}
+
+const cli_topic mori_env_help_topic = {
+    .name = "env",
+    .summary = "the environment variables mori-symm reads: values, defaults, who reads them",
+    .print = mori_env_print_text,
+};
