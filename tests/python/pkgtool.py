@@ -184,7 +184,7 @@ def check_libraries(z: zipfile.ZipFile, names: list[str], work: str) -> list[str
         d = elf_dynamic(path)
         base = os.path.basename(n)
         ours = [x for x in d["NEEDED"] if x.startswith("libmori_")]
-        print(f"  {base}: SONAME {d['SONAME'] or '-'}, needs {' '.join(ours) or 'none of ours'}, "
+        print(f"  {base}: SONAME {' '.join(d['SONAME']) or '-'}, needs {' '.join(ours) or 'none of ours'}, "
               f"RUNPATH {' '.join(d['RUNPATH'] + d['RPATH']) or '-'}")
         if base.startswith("lib") and d["SONAME"] != [base]:
             problems.append(f"{base} has SONAME {d['SONAME']}: the loader would look for that name")
