@@ -4,6 +4,7 @@
  */
 #include "harness.h"
 #include "mori/error.h"
+#include "mori/hip_shim.h"
 #include "mori/store.h"
 
 #include <setjmp.h>
@@ -13,6 +14,8 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,56 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- the seam, interposed by the test ----
+ *
+ * The store's waits are polls of its inotify watch through the seam
+ * (mori_poll); the test defines mori_poll and mori_renameat itself, so that
+ * it sees each wait and what ended it, and acts at the moment a get first
+ * waits, without a sleep.  Outside a test that arms it, both only forward. */
+static struct {
+  void (*at_first_wait)(void *arg); /* armed: called once, as a get first waits */
+  void *arg;
+  mori_store *drain;                /* during a rename: its watch is drained first */
+  int inside;                       /* in a call of the hook's own */
+  long waits, woken, ran_out;       /* the store's polls: woken by an event, or not */
+} seam;
+
+#define REAL(name, ...)                                                    \
+  static int (*real)(__VA_ARGS__);                                         \
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "mori_" #name)
+
+int mori_poll(struct pollfd *fds, nfds_t nfds, int timeout) {
+  REAL(poll, struct pollfd *, nfds_t, int);
+  if (seam.at_first_wait == NULL || seam.inside) return real(fds, nfds, timeout);
+  if (seam.waits++ == 0) {
+    seam.inside = 1;
+    seam.at_first_wait(seam.arg);
+    seam.inside = 0;
+  }
+  int n = real(fds, nfds, timeout);
+  if (n > 0) seam.woken++;
+  else if (n == 0) seam.ran_out++;
+  return n;
+}
+
+/* A set's rename, with every event of the store's watch before it (the
+ * temporary file's creation, writes and close) drained: what wakes a get
+ * afterwards is the rename. */
+int mori_renameat(int olddir, const char *oldpath, int newdir, const char *newpath) {
+  REAL(renameat, int, const char *, int, const char *);
+  if (seam.drain != NULL && seam.inside) assert_int_equal(seam.drain->wait_change(seam.drain, 0), 0);
+  return real(olddir, oldpath, newdir, newpath);
+}
+
+static void seam_arm(void (*at_first_wait)(void *), void *arg, mori_store *drain) {
+  seam.waits = seam.woken = seam.ran_out = 0;
+  seam.arg = arg;
+  seam.drain = drain;
+  seam.at_first_wait = at_first_wait;
+}
+
+static void seam_disarm(void) { seam.at_first_wait = NULL, seam.drain = NULL; }
 
 typedef struct fixture {
   char *dir;
@@ -133,27 +186,72 @@ static void get_of_a_missing_key_times_out_naming_the_key(void **state) {
   assert_non_null(strstr(mori_last_error(), "mori_symm/never/0"));
 }
 
-static int set_later(int rank, int n, void *arg) {
-  mori_store *s;
-  struct timespec ts = {0, 20 * 1000 * 1000};
-  nanosleep(&ts, NULL);
-  if (mori_file_store_open(arg, &s) != 0) return 1;
-  int rc = s->set(s, "late", "arrived", 7);
-  s->destroy(s);
-  return rc;
+/* get with a bound no test should meet (it waits for an event). */
+static char *get_string_waiting(mori_store *s, const char *key) {
+  void *v = NULL;
+  size_t len = 0;
+  int rc = s->get(s, key, &v, &len, 60000);
+  if (rc != 0) fail_msg("get %s: %s", key, mori_last_error());
+  return v;
 }
 
-/* The child sets after the parent has started waiting (the child is not
- * waited for until get returns). */
+static void set_woken(void *arg) {
+  mori_store *s = arg;
+  assert_int_equal(s->set(s, "woken", "by the rename", 13), 0);
+}
+
+/* A set wakes a get waiting for its key: the get's wait ends on the
+ * rename's event, counted, not on its slice running out (the watch wakes
+ * a wait at least every 4 ms anyway, so a watch that missed renames would
+ * still return the value, only later: every wait would run out its
+ * slice).  The set comes as the get first waits, with every event before
+ * its rename drained. */
+static void a_set_wakes_a_get_waiting_for_its_key(void **state) {
+  mori_store *s = ((fixture *)*state)->store;
+  seam_arm(set_woken, s, s);
+  char *v = get_string_waiting(s, "woken");
+  seam_disarm();
+  assert_string_equal(v, "by the rename");
+  free(v);
+  if (seam.waits != 1 || seam.woken != 1 || seam.ran_out != 0)
+    fail_msg("the get waited %ld times: %ld woken by an event, %ld ran out their slice", seam.waits,
+             seam.woken, seam.ran_out);
+}
+
+/* The child sets once the parent's get waits (a byte down a pipe when it
+ * first polls), so the set always comes from another process while the key
+ * is being waited for. */
+static void tell_the_child(void *arg) {
+  int fd = *(int *)arg;
+  assert_int_equal(write(fd, "w", 1), 1);
+}
+
 static void get_waits_for_a_key_set_later_by_another_process(void **state) {
   fixture *f = *state;
   mori_store *s = f->store;
+  int go[2];
+  assert_int_equal(pipe(go), 0);
   fflush(NULL);
   pid_t pid = fork();
-  if (pid == 0) _exit(set_later(0, 1, f->dir));
-  char *v = get_string(s, "late");
+  if (pid == 0) {
+    char c;
+    mori_store *child;
+    close(go[1]);
+    int rc = read(go[0], &c, 1) != 1 || mori_file_store_open(f->dir, &child) != 0;
+    if (rc == 0) {
+      rc = child->set(child, "late", "arrived", 7);
+      child->destroy(child);
+    }
+    _exit(rc != 0);
+  }
+  close(go[0]);
+  seam_arm(tell_the_child, &go[1], NULL);
+  char *v = get_string_waiting(s, "late");
+  seam_disarm();
+  close(go[1]);
   assert_string_equal(v, "arrived");
   free(v);
+  assert_true(seam.waits >= 1);
   int status;
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -274,6 +372,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(get_waits_for_a_key_set_later_by_another_process, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(a_set_wakes_a_get_waiting_for_its_key, setup, teardown),
       cmocka_unit_test_setup_teardown(add_starts_from_zero_and_accumulates, setup, teardown),
       cmocka_unit_test_setup_teardown(add_to_a_non_integer_value_fails_and_keeps_it, setup,
                                       teardown),

@@ -5,6 +5,7 @@
  * bounded and named.  ctest runs this binary under several arch profiles
  * and quirk sets (MORI_SIM_ARCH, MORI_SIM_QUIRKS).
  */
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -271,6 +272,99 @@ static void a_failed_rendezvous_gives_its_signal_slot_back(void **s) {
   run_expect(2, failed_rendezvous_rank, NULL, -1);
 }
 
+/* The in-band incarnation of two groups agreed at once in one process:
+ * the process-wide lock over the groups' incarnations is not held while a
+ * member waits for its leader's answer.  Rank 1 starts group "held" on one
+ * thread, whose join waits for rank 0, and once that join is in the store,
+ * the first rendezvous of group "free" on another; rank 0 leads "held"
+ * only after "free" completed.  A lock held across the wait would keep
+ * "free" from agreeing its incarnation on rank 1 until "held" timed out. */
+typedef struct in_band_store {
+  mori_store base;
+  mori_store *inner;
+} in_band_store;
+
+static int ib_set(mori_store *s, const char *key, const void *value, size_t len) {
+  mori_store *in = ((in_band_store *)s)->inner;
+  return in->set(in, key, value, len);
+}
+
+static int ib_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
+  mori_store *in = ((in_band_store *)s)->inner;
+  return in->get(in, key, value, len, timeout_ms);
+}
+
+static int ib_add(mori_store *s, const char *key, int64_t delta, int64_t *result) {
+  mori_store *in = ((in_band_store *)s)->inner;
+  return in->add(in, key, delta, result);
+}
+
+static int ib_wait_change(mori_store *s, int timeout_ms) {
+  mori_store *in = ((in_band_store *)s)->inner;
+  return in->wait_change(in, timeout_ms);
+}
+
+/* The launcher's store without its incarnation: the groups agree one. */
+static in_band_store in_band_store_of(const mori_rank_ctx *ctx) {
+  return (in_band_store){{ib_set, ib_get, ib_add, ps_destroy, ib_wait_change, NULL}, ctx->store};
+}
+
+typedef struct held_group {
+  const mori_rank_ctx *ctx;
+  mori_store *store;
+  void *base;
+  int rc;
+  char err[512];
+} held_group;
+
+static void *rendezvous_held(void *arg) {
+  held_group *h = arg;
+  mori_window *w = NULL;
+  h->rc = mori_symm_rendezvous(h->base, "held", h->ctx->rank, h->ctx->world, h->store, &w, NULL);
+  snprintf(h->err, sizeof h->err, "%s", h->rc ? mori_last_error() : "");
+  return NULL;
+}
+
+static int two_incarnations_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  in_band_store ib = in_band_store_of(ctx);
+  void *held = NULL, *free_ = NULL;
+  mori_window *w = NULL;
+  mori_symm_set_timeout_ms(5000); /* what a lock held across the wait costs */
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &held) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &free_) == 0, "alloc: %s", mori_last_error());
+  if (ctx->rank == 0) {
+    CHECK(mori_symm_rendezvous(free_, "free", 0, ctx->world, &ib.base, &w, NULL) == 0,
+          "free: %s", mori_last_error());
+    CHECK(mori_symm_rendezvous(held, "held", 0, ctx->world, &ib.base, &w, NULL) == 0,
+          "held: %s", mori_last_error());
+  } else {
+    held_group h = {ctx, &ib.base, held, -1, ""};
+    pthread_t t;
+    void *join = NULL;
+    size_t len = 0;
+    char key[64];
+    snprintf(key, sizeof key, "mori_symm/held/join/%d", ctx->rank);
+    CHECK(pthread_create(&t, NULL, rendezvous_held, &h) == 0, "pthread_create");
+    int rc = ctx->store->get(ctx->store, key, &join, &len, 60000);
+    free(join);
+    if (rc == 0) rc = mori_symm_rendezvous(free_, "free", ctx->rank, ctx->world, &ib.base, &w, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", rc ? mori_last_error() : "");
+    pthread_join(t, NULL);
+    CHECK(rc == 0, "group free, while group held waited for its leader: %s", err);
+    CHECK(h.rc == 0, "group held: %s", h.err);
+  }
+  CHECK(mori_symm_free(held) == 0 && mori_symm_free(free_) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "two incarnations");
+}
+
+static void a_group_agrees_its_incarnation_while_another_waits_for_its_leader(void **s) {
+  (void)s;
+  run_expect(2, two_incarnations_rank, NULL, -1);
+}
+
 static void lifecycle_at_2_ranks(void **s) { (void)s; run_expect(2, lifecycle_rank, NULL, -1); }
 static void lifecycle_at_3_ranks(void **s) { (void)s; run_expect(3, lifecycle_rank, NULL, -1); }
 static void lifecycle_at_4_ranks(void **s) { (void)s; run_expect(4, lifecycle_rank, NULL, -1); }
@@ -310,6 +404,50 @@ static int cache_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 }
 
 static void repeated_rendezvous_is_a_cache_hit(void **s) { (void)s; run_expect(3, cache_rank, NULL, -1); }
+
+/* A repeated rendezvous of a group names the same geometry or is refused:
+ * the cache answers only a call that would have formed the same window.
+ * Another world size (or rank) fails with MORI_EMISMATCH naming both, at
+ * once and locally (no store operation, no sequence number taken), and the
+ * window stays whole for the calls that agree. */
+static int cache_mismatch_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup_rank(ctx, msg, msglen)) return 1;
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL, *again = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  mori_symm_stats st0, st1;
+  mori_symm_stats_get(&st0);
+  int rc = mori_symm_rendezvous(base, "g", ctx->rank, ctx->world + 1, ctx->store, &again, NULL);
+  char want[128];
+  snprintf(want, sizeof want, "group g was set up as rank %d of %d, not %d of %d", ctx->rank,
+           ctx->world, ctx->rank, ctx->world + 1);
+  CHECK(rc == MORI_EMISMATCH && again == NULL,
+        "a cached rendezvous with world size %d returned %d (window %p): %s", ctx->world + 1, rc,
+        (void *)again, mori_last_error());
+  CHECK(strstr(mori_last_error(), want) != NULL, "the error does not say \"%s\": %s", want,
+        mori_last_error());
+  int other = (ctx->rank + 1) % ctx->world;
+  rc = mori_symm_rendezvous(base, "g", other, ctx->world, ctx->store, &again, NULL);
+  CHECK(rc == MORI_EMISMATCH && again == NULL,
+        "a cached rendezvous as rank %d returned %d: %s", other, rc, mori_last_error());
+  mori_symm_stats_get(&st1);
+  CHECK(st1.cache_hits == st0.cache_hits && st1.rendezvous == st0.rendezvous,
+        "the refused calls counted %ld cache hits and %ld rendezvous",
+        st1.cache_hits - st0.cache_hits, st1.rendezvous - st0.rendezvous);
+  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &again, NULL) == 0 &&
+            again == w, "the agreeing call after them: %s", mori_last_error());
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return finish(fds0, msg, msglen, "cache mismatch");
+}
+
+static void cached_rendezvous_with_another_world_size_is_a_mismatch(void **s) {
+  (void)s;
+  run_expect(2, cache_mismatch_rank, NULL, -1);
+}
 
 static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (setup_rank(ctx, msg, msglen)) return 1;
@@ -534,7 +672,9 @@ static int cross_host_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     CHECK(mori_symm_free(base) == 0, "free");
     return finish(fds0, msg, msglen, "cross host fabric");
   }
-  return expect_failure(ctx, rc, MORI_EMISMATCH, 0, "host", base, fds0, msg, msglen, "cross host");
+  /* its own validation, or a faster peer's abort carrying that peer's */
+  return expect_failure(ctx, rc, MORI_EMISMATCH, MORI_EPEER, "host", base, fds0, msg, msglen,
+                        "cross host");
 }
 
 static void posix_fd_group_spanning_hosts_is_refused(void **s) {
@@ -723,8 +863,10 @@ int main(void) {
       cmocka_unit_test(lifecycle_at_8_ranks),
       cmocka_unit_test(lifecycle_at_16_ranks),
       cmocka_unit_test(repeated_rendezvous_is_a_cache_hit),
+      cmocka_unit_test(cached_rendezvous_with_another_world_size_is_a_mismatch),
       cmocka_unit_test(rendezvous_over_a_store_without_change_waits),
       cmocka_unit_test(leader_reads_an_answered_join_at_most_once_a_millisecond),
+      cmocka_unit_test(a_group_agrees_its_incarnation_while_another_waits_for_its_leader),
       cmocka_unit_test(two_groups_on_one_block),
       cmocka_unit_test(a_failed_rendezvous_gives_its_signal_slot_back),
       cmocka_unit_test(alloc_exports_nothing_until_the_first_rendezvous_of_its_block),

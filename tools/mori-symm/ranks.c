@@ -132,6 +132,10 @@ static void describe_failure(mori_rank_result *x, int rank, int deadline_ms) {
              rank, x->exit_code);
 }
 
+/* Whether a failure is a peer's, reported: the core says "a peer failed
+ * while this rank waited for ...", then the peer's reason (MORI_EPEER). */
+static int reports_a_peer(const char *text) { return strstr(text, "a peer failed") != NULL; }
+
 int cli_ranks_report(const cli_command *cmd, int ranks, mori_rank_result *res, int deadline_ms) {
   enum { LEN = sizeof res->msg };
   int failed = 0;
@@ -156,8 +160,10 @@ int cli_ranks_report(const cli_command *cmd, int ranks, mori_rank_result *res, i
     failed++;
   }
   fflush(stdout);
-  /* Each distinct failure once; the rarer first, since the ranks that fail
-   * because a peer did (MORI_EPEER) outnumber the one that failed first. */
+  /* Each distinct failure once, a cause before its consequences: a rank's
+   * own failure before a peer's that it reports (MORI_EPEER), then the
+   * rarer first, since the ranks that fail because a peer did outnumber
+   * the one that failed first, then by rank. */
   int *leader = group; /* leader[r]: the first rank with r's failure */
   for (int r = 0; r < ranks; r++) {
     leader[r] = r;
@@ -170,15 +176,18 @@ int cli_ranks_report(const cli_command *cmd, int ranks, mori_rank_result *res, i
   }
   for (int printed = 0; printed < failed;) {
     int best = -1, best_n = 0;
-    for (int r = 0; r < ranks; r++) { /* the smallest group left */
-      if (done[r] || leader[r] != r) continue;
-      int n = 0;
-      for (int q = r; q < ranks; q++) n += !done[q] && leader[q] == r;
-      if (best < 0 || n < best_n) {
-        best = r;
-        best_n = n;
+    /* the smallest group left of a rank's own failure, else of any */
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+      for (int r = 0; r < ranks; r++) {
+        if (done[r] || leader[r] != r) continue;
+        if (pass == 0 && reports_a_peer(norm + (size_t)r * LEN)) continue;
+        int n = 0;
+        for (int q = r; q < ranks; q++) n += !done[q] && leader[q] == r;
+        if (best < 0 || n < best_n) {
+          best = r;
+          best_n = n;
+        }
       }
-    }
     int members[64], shown = 0;
     for (int q = best; q < ranks; q++)
       if (!done[q] && leader[q] == best) {
