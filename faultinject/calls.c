@@ -108,6 +108,15 @@ static const int call_errors[MORI_FI_CALL__COUNT][ERRORS_MAX] = {
     [MORI_FI_CALL_calloc] = {ENOMEM},
     [MORI_FI_CALL_realloc] = {ENOMEM},
     [MORI_FI_CALL_strdup] = {ENOMEM},
+    /* the core reads CLOCK_MONOTONIC (and the watchdog CLOCK_REALTIME),
+     * which a kernel may not offer; sleeps are only ever interrupted; the
+     * kernel may have no getrandom (a seccomp filter answers ENOSYS), and
+     * blocks, interruptibly, until its pool is seeded; a thread fails for
+     * want of resources (pthread_create's EAGAIN, not a retry) */
+    [MORI_FI_CALL_clock_gettime] = {EINVAL},
+    [MORI_FI_CALL_nanosleep] = {EINTR},
+    [MORI_FI_CALL_getrandom] = {ENOSYS, EINTR},
+    [MORI_FI_CALL_thread_create] = {EAGAIN},
     [MORI_FI_CALL_close] = {EINTR, EIO},
 };
 
@@ -165,7 +174,7 @@ int mori_fi_error_find(const char *name, size_t len, int *code) {
   X(EINTR, 1) X(EAGAIN, 1) X(ENOBUFS, 0) X(ENOMEM, 0) X(EMFILE, 0) X(ENFILE, 0)       \
   X(ENOSPC, 0) X(EDQUOT, 0) X(EIO, 0) X(EPIPE, 0) X(EACCES, 0) X(EADDRINUSE, 0)       \
   X(ECONNREFUSED, 0) X(ENOENT, 0) X(ENOLCK, 0) X(EBUSY, 0) X(EEXIST, 0) X(EINVAL, 0)  \
-  X(EBADF, 0) X(EPERM, 0) X(EROFS, 0) X(ETIMEDOUT, 0) X(ESRCH, 0)
+  X(EBADF, 0) X(EPERM, 0) X(EROFS, 0) X(ETIMEDOUT, 0) X(ESRCH, 0) X(ENOSYS, 0)
 
 #define ERRNO_ROW(e, transient) {e, #e, transient},
 static const struct {
@@ -197,13 +206,16 @@ int mori_fi_errno_transient(int e) {
 }
 
 int mori_fi_call_retries(int call, int error) {
-  /* a datagram socket's full queue: the sender polls and sends again */
+  /* Where a call's error means otherwise than the errno table says: a
+   * datagram socket's full queue, which the sender polls and sends again;
+   * pthread_create's EAGAIN, a limit on threads reached, which a retry
+   * meets again. */
   static const struct {
-    int call, error;
-  } retried[] = {{MORI_FI_CALL_sendmsg, ENOBUFS}};
+    int call, error, retried;
+  } exceptions[] = {{MORI_FI_CALL_sendmsg, ENOBUFS, 1}, {MORI_FI_CALL_thread_create, EAGAIN, 0}};
   if (!mori_fi_call_is_os(call)) return 0;
-  for (size_t i = 0; i < COUNT(retried); i++)
-    if (retried[i].call == call && retried[i].error == error) return 1;
+  for (size_t i = 0; i < COUNT(exceptions); i++)
+    if (exceptions[i].call == call && exceptions[i].error == error) return exceptions[i].retried;
   return mori_fi_errno_transient(error);
 }
 

@@ -66,6 +66,12 @@ int mori_fi_delivered(int *senders, int max) {
 
 int mori_fi_own_fds(void) { return count_int("mori_fi_preload_fds"); }
 
+long mori_fi_clock_advance(long ms) {
+  long (*fn)(long);
+  *(void **)&fn = preload_symbol("mori_fi_preload_clock_advance");
+  return fn && ms >= 0 ? fn(ms) : -1;
+}
+
 int mori_fi_counts_get(mori_fi_counts *out) {
   int (*fn)(mori_fi_counts *, size_t);
   *(void **)&fn = preload_symbol("mori_fi_preload_counts");

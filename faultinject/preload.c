@@ -24,9 +24,29 @@ pthread_mutex_t fi__lock = PTHREAD_MUTEX_INITIALIZER;
 struct fi_process fi__p = {.rank = -1, .record_fd = -1};
 
 /* Where an OS call goes when the schedule lets it through: the shim,
- * except that sendmsg and recvmsg pass the datagram rules first and close
- * drops what the datagram rules queued for the fd. */
+ * except that sendmsg and recvmsg pass the datagram rules first, close
+ * drops what the datagram rules queued for the fd, and clock_gettime adds
+ * the test's advance of the monotonic clock. */
 static struct fi_real next;
+
+/* ---- the clock the core reads ---- */
+
+/* How far a test moved the monotonic clock ahead (mori_fi_clock_advance),
+ * in this process and those it forks after: every deadline the core
+ * keeps runs on it, so a test makes "later" happen now instead of
+ * sleeping.  Only ever forward: the clock stays monotonic. */
+static long long advance_ns;
+
+static int advanced_clock_gettime(clockid_t clock, struct timespec *now) {
+  int rc = fi__real.clock_gettime(clock, now);
+  long long add = __atomic_load_n(&advance_ns, __ATOMIC_RELAXED);
+  if (rc == 0 && clock == CLOCK_MONOTONIC && add > 0) {
+    long long ns = (long long)now->tv_nsec + add % 1000000000LL;
+    now->tv_sec += (time_t)(add / 1000000000LL + ns / 1000000000LL);
+    now->tv_nsec = (long)(ns % 1000000000LL);
+  }
+  return rc;
+}
 
 /* ---- resolving the shim ---- */
 
@@ -74,6 +94,7 @@ static void resolve_once(void) {
   next.sendmsg = fi__dgram_sendmsg;
   next.recvmsg = fi__dgram_recvmsg;
   next.close = forward_close;
+  next.clock_gettime = advanced_clock_gettime;
 }
 
 void fi__resolve(void) {
@@ -456,6 +477,14 @@ FI_EXPORT int mori_fi_preload_last_fault(void) {
   int c = fi__p.last_fault;
   pthread_mutex_unlock(&fi__lock);
   return c;
+}
+
+/* Moves the monotonic clock the core reads ms ahead (ms >= 0); the total
+ * advance, in ms. */
+FI_EXPORT long mori_fi_preload_clock_advance(long ms);
+FI_EXPORT long mori_fi_preload_clock_advance(long ms) {
+  long long total = __atomic_add_fetch(&advance_ns, ms > 0 ? ms * 1000000LL : 0, __ATOMIC_RELAXED);
+  return (long)(total / 1000000LL);
 }
 
 FI_EXPORT long mori_fi_preload_refused(void);

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -445,6 +446,15 @@ static void os_failed(const char *name) {
   int e = errno;
   mori__shim_detail("%s: %s (errno %d)", name, strerror(e), e);
   errno = e;
+}
+
+/* pthread_create fails as the seam's rows do: -1 and errno. */
+static int thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                         void *arg) {
+  int e = pthread_create(thread, attr, start, arg);
+  if (e == 0) return 0;
+  errno = e;
+  return -1;
 }
 
 #define MORI_SHIM_OS_FORWARD(ret, name, params, args) \

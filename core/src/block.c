@@ -311,9 +311,10 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
       b->signal_pad_offset + MORI_WIRE_SIGNAL_AREAS * b->signal_pad_size, gran);
   if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
   struct alloc_ctx c = {b, prop, stream, stream_order};
-  mori__step_times t;
-  int rc = mori__drive(&b->fsm, block_steps, &c, MORI_WS_ALLOCATED, NULL, &t);
-  if (rc == 0 && mori__log_level() >= MORI_LOG_INFO) {
+  mori__step_times t; /* the step times only for the INFO line below */
+  int timed = mori__log_level() >= MORI_LOG_INFO;
+  int rc = mori__drive(&b->fsm, block_steps, &c, MORI_WS_ALLOCATED, NULL, timed ? &t : NULL);
+  if (rc == 0 && timed) {
     char steps[256];
     mori__step_times_format(&t, steps, sizeof steps);
     MORI_LOG_DEVICE(MORI_LOG_INFO, device, "alloc %zu bytes: base %p, %zu physical, %s; us: %s",
@@ -333,8 +334,9 @@ int mori__block_export(mori_block *b) {
   if (b->fsm.state == MORI_WS_EXPORTED) return 0;
   struct alloc_ctx c = {.b = b};
   mori__step_times t;
-  int rc = mori__advance(&b->fsm, block_steps, &c, MORI_WS_EXPORTED, &t);
-  if (rc == 0 && mori__log_level() >= MORI_LOG_INFO) {
+  int timed = mori__log_level() >= MORI_LOG_INFO;
+  int rc = mori__advance(&b->fsm, block_steps, &c, MORI_WS_EXPORTED, timed ? &t : NULL);
+  if (rc == 0 && timed) {
     char steps[64];
     mori__step_times_format(&t, steps, sizeof steps);
     MORI_LOG_DEVICE(MORI_LOG_INFO, b->device, "block %p exported (%s); us: %s", b->base,

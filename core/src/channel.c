@@ -150,8 +150,10 @@ static void sweep_leftovers(int base) {
 static int private_dir_make(mori_channel *ch, const char *base_path) {
   uint32_t tag = host_tag();
   for (int tries = 0;; tries++) {
+    uint64_t name = 0;
+    MORI_GUARD(mori__random64(&name, "fd channel: a private directory's name"));
     snprintf(ch->dir, sizeof ch->dir, DIR_PREFIX "%ld-%08x-%016llx", (long)getpid(), tag,
-             (unsigned long long)mori__random64());
+             (unsigned long long)name);
     /* 0700 whatever the umask: we must be able to bind in it */
     if (mori_mkdirat(ch->base, ch->dir, 0700) == 0) {
       if (mori_fchmodat(ch->base, ch->dir, 0700, 0) == 0) return 0;
@@ -649,8 +651,6 @@ static void report_drops(const exchange *x) {
               x->first_drop);
 }
 
-static long long now_ms(void) { return (long long)(mori__now_us() / 1e3); }
-
 /* Sends are retried every SEND_RETRY_MS while any is held up; otherwise the
  * loop sleeps in poll until a datagram arrives or time runs out. */
 /* A peer that gave up publishes its abort before it closes its channel:
@@ -667,14 +667,17 @@ static int peer_failed_first(const exchange *x, int rc) {
 }
 
 static int exchange_run(exchange *x, int timeout_ms) {
-  long long deadline = now_ms() + timeout_ms;
+  double deadline, now;
+  MORI_GUARD(mori__clock_us(&deadline, "the exchange"));
+  deadline += timeout_ms * 1e3;
   MORI_GUARD(peer_failed_first(x, resolve_peers(x)));
   for (;;) {
     MORI_GUARD(peer_failed_first(x, send_pending(x)));
     x->progress = 0;
     MORI_GUARD(receive_pending(x));
     if (done(x)) return 0;
-    long long left = deadline - now_ms();
+    MORI_GUARD(mori__clock_us(&now, "the exchange"));
+    long long left = (long long)((deadline - now) / 1e3);
     if (left <= 0) return timeout_error(x, timeout_ms);
     if (x->progress) continue; /* answer or send the fd before sleeping */
     if (x->ch->abort_check != NULL) MORI_GUARD(x->ch->abort_check(x->ch->abort_ctx));
@@ -722,15 +725,14 @@ int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world_
                      (size_t)world_size * (2 + sizeof *dest + 2 * sizeof *secrets));
     goto Exit;
   }
-  for (int r = 0; r < world_size; r++) {
-    dest[r] = -1;
-    secrets[r] = mori__random64(); /* a fresh challenge for each peer's socket */
-  }
-  x = (exchange){.ch = ch, .reqs = reqs, .world_size = world_size, .self = self,
-                 .window_seq = window_seq, .my_fd = my_fd, .fds = fds_out, .dest = dest,
-                 .sent = flags, .seen = flags + world_size, .challenge = secrets,
-                 .owed = secrets + world_size, .to_send = world_size - 1,
-                 .to_receive = world_size - 1};
+  for (int r = 0; r < world_size; r++) dest[r] = -1;
+  for (int r = 0; r < world_size && rc == 0; r++) /* a fresh challenge for each peer's socket */
+    rc = mori__random64(&secrets[r], "a challenge");
+  if (rc < 0) goto Exit;
+  x = (exchange){.ch = ch, .reqs = reqs, .world_size = world_size, .self = self, .window_seq = window_seq,
+                 .my_fd = my_fd, .fds = fds_out, .dest = dest, .sent = flags,
+                 .seen = flags + world_size, .challenge = secrets, .owed = secrets + world_size,
+                 .to_send = world_size - 1, .to_receive = world_size - 1};
   rc = exchange_run(&x, timeout_ms);
   if (rc < 0) close_fds(fds_out, world_size);
   if (rc < 0) report_drops(&x);

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,22 +163,6 @@ int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
     k++;
   }
   return 0;
-}
-
-uint64_t mori__random64(void) {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ (uint64_t)ts.tv_sec;
-  }
-  return v;
-}
-
-double mori__now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 const char *mori_symm_version(void) { return MORI_SYMM_VERSION_STRING; }

@@ -47,8 +47,6 @@ size_t mori__round_up(size_t n, size_t to);
 /* 16 bytes of the host's boot id, so ranks can tell whether they share a
  * host; 0, or MORI_EIO naming the call that failed. */
 int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
-uint64_t mori__random64(void);
-double mori__now_us(void);
 
 /* ---- what is trusted on disk (trust.c) ---- */
 
@@ -118,6 +116,22 @@ int mori__openat(int dirfd, const char *path, int flags, mode_t mode);
  * transient failure must not leave it behind); a file already gone counts
  * as removed.  0, or -1 with errno. */
 int mori__unlinkat(int dirfd, const char *path, int flags);
+
+/* Time, through the seam like every other OS call, so that a sweep fails
+ * it and a test can advance the clock a deadline reads.  Each is 0, or
+ * MORI_EIO with a message that names the call, prefixed with what needed
+ * it: a wait that cannot read the clock cannot keep its deadline, a nonce
+ * the kernel could not draw is no nonce (no weaker fallback is taken). */
+/* The monotonic clock in microseconds. */
+int mori__clock_us(double *us, const char *what);
+/* Sleeps up to us microseconds; an interrupted sleep is a short one. */
+int mori__nap_us(double us, const char *what);
+/* 64 bits from the kernel's random source (getrandom; EINTR retried). */
+int mori__random64(uint64_t *out, const char *what);
+/* For a log line's figures only (read at INFO and above): the monotonic
+ * clock in microseconds, or NAN where it could not be read, which the line
+ * then shows; nothing else depends on it. */
+double mori__log_clock_us(void);
 
 /* Runs a shim call and turns a failure into MORI_EHIP naming it. */
 #define MORI_HIP(call, expr)                                                         \

@@ -1,14 +1,19 @@
 /*
  * os.c - what every use of the seam's OS calls in the core needs: an open
- * that an interrupting signal does not fail (EINTR is retried), and a
- * removal of a file of ours that one transient failure does not leave
- * behind.  The seam itself stays a plain forwarder (hip_shim.h).
+ * that an interrupting signal does not fail (EINTR is retried), a removal
+ * of a file of ours that one transient failure does not leave behind, and
+ * time (the clock, naps, randomness) with its failures named.  The seam
+ * itself stays a plain forwarder (hip_shim.h).
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the process's fd table, grown once at load ----
@@ -50,4 +55,43 @@ int mori__openat(int dirfd, const char *path, int flags, mode_t mode) {
 int mori__unlinkat(int dirfd, const char *path, int flags) {
   if (mori_unlinkat(dirfd, path, flags) == 0 || errno == ENOENT) return 0;
   return mori_unlinkat(dirfd, path, flags) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* ---- time ---- */
+
+int mori__clock_us(double *us, const char *what) {
+  struct timespec ts;
+  if (mori_clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+    return mori__error(MORI_EIO, "%s: clock_gettime(CLOCK_MONOTONIC): %s", what, strerror(errno));
+  *us = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+  return 0;
+}
+
+double mori__log_clock_us(void) {
+  struct timespec ts;
+  if (mori_clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return NAN;
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+int mori__nap_us(double us, const char *what) {
+  if (us <= 0) return 0;
+  long long ns = (long long)(us * 1e3);
+  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+  /* the caller's loop looks at the time again: an interrupted nap is only
+   * a shorter one */
+  if (mori_nanosleep(&ts, NULL) != 0 && errno != EINTR)
+    return mori__error(MORI_EIO, "%s: nanosleep: %s", what, strerror(errno));
+  return 0;
+}
+
+int mori__random64(uint64_t *out, const char *what) {
+  uint8_t *p = (uint8_t *)out;
+  size_t got = 0;
+  while (got < sizeof *out) {
+    ssize_t n = mori_getrandom(p + got, sizeof *out - got, 0);
+    if (n > 0) got += (size_t)n;
+    else if (n == 0 || errno != EINTR)
+      return mori__error(MORI_EIO, "%s: getrandom: %s", what, n ? strerror(errno) : "no bytes");
+  }
+  return 0;
 }

@@ -72,10 +72,13 @@ static void incarnation_drop(incarnation *gone) {
   free(gone);
 }
 
-static void random_hex(hex_id out) {
-  uint64_t v[2] = {mori__random64(), mori__random64()};
+static int random_hex(hex_id out, const char *what) {
+  uint64_t v[2];
+  MORI_GUARD(mori__random64(&v[0], what));
+  MORI_GUARD(mori__random64(&v[1], what));
   snprintf(out, ID_HEX + 1, "%016llx%016llx", (unsigned long long)v[0],
            (unsigned long long)v[1]);
+  return 0;
 }
 
 static int is_hex_id(const void *value, size_t len) {
@@ -155,7 +158,7 @@ static int answer_join(const mori_window *w, mori_store *store, hex_id *answered
 }
 
 static int lead(mori_window *w, mori_store *store, incarnation *inc) {
-  random_hex(inc->id);
+  MORI_GUARD(random_hex(inc->id, "rendezvous: the group's incarnation"));
   memcpy(w->incarnation, inc->id, sizeof inc->id);
   inc->lead_seq = w->seq;
   if (w->world_size > 1) {
@@ -171,7 +174,7 @@ static int join(mori_window *w, mori_store *store, incarnation *inc, int timeout
   hex_id nonce;
   void *id = NULL;
   size_t len = 0;
-  random_hex(nonce);
+  MORI_GUARD(random_hex(nonce, "rendezvous: the nonce of this rank's join"));
   memcpy(inc->joined, nonce, sizeof nonce);
   MORI_GUARD(join_key(key, sizeof key, w->group, w->rank));
   MORI_GUARD(store->set(store, key, nonce, ID_HEX));
@@ -310,14 +313,6 @@ double mori_store_backoff_us(double waited_us) {
   return us < 20 ? 20 : us > 2000 ? 2000 : us;
 }
 
-static void nap_us(double us, double left_ms) {
-  if (us > left_ms * 1e3) us = left_ms * 1e3;
-  if (us <= 0) return;
-  long long ns = (long long)(us * 1e3);
-  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-  nanosleep(&ts, NULL);
-}
-
 /* The id now answering rank r's join nonce, if it is one other than w's:
  * 1 with other filled, else 0 (a failed read says nothing here). */
 static int answer_differs(const mori_window *w, mori_store *store, int r, const char *nonce,
@@ -388,14 +383,16 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
                   int timeout_ms, hex_id *answering, int stop_on_abort, const char *or_what) {
   char key[KEY_MAX], missing[256] = "";
   int remaining = w->world_size - 1;
-  double started = mori__now_us(), deadline = started + timeout_ms * 1e3, reread_at = started;
+  /* the clock is read once a pass, from the end of the first that did
+   * not find everything (most gathers need no more than one) */
+  double started = -1, deadline = 0, now = 0, reread_at = 0;
   for (;;) {
     /* Joins already answered are read again once a millisecond, not at
      * every pass: a rank whose join was an earlier run's is answered at
      * most that much later, and the store is not read twice per rank per
      * pass while the leader waits. */
-    int reread = mori__now_us() >= reread_at;
-    if (reread) reread_at = mori__now_us() + 1000;
+    int reread = now >= reread_at;
+    if (reread) reread_at = now + 1000;
     for (int r = 0; r < w->world_size && remaining > 0; r++) {
       if (r == w->rank || vals[r] != NULL) continue;
       if (answering) MORI_GUARD(answer_join(w, store, answering, r, reread));
@@ -411,12 +408,16 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
     }
     if (remaining == 0) return 0;
     if (stop_on_abort) MORI_GUARD(check_abort(w, store, what));
-    double left_ms = (deadline - mori__now_us()) / 1e3;
+    MORI_GUARD(mori__clock_us(&now, "rendezvous"));
+    if (started < 0) started = now, deadline = now + timeout_ms * 1e3, reread_at = now + 1000;
+    double left_ms = (deadline - now) / 1e3;
     if (left_ms <= 0) break;
-    if (answering && store->wait_change)
+    if (answering && store->wait_change) {
       MORI_GUARD(store->wait_change(store, left_ms < 10 ? (int)left_ms + 1 : 10));
-    else if (answering) /* no change to wait for: pause, longer as the wait goes on */
-      nap_us(mori_store_backoff_us(mori__now_us() - started), left_ms);
+    } else if (answering) { /* no change to wait for: pause, longer as the wait goes on */
+      double nap = mori_store_backoff_us(now - started);
+      MORI_GUARD(mori__nap_us(nap < left_ms * 1e3 ? nap : left_ms * 1e3, "rendezvous"));
+    }
   }
   for (int r = 0, n = 0; r < w->world_size; r++)
     if (r != w->rank && vals[r] == NULL) {

@@ -198,11 +198,11 @@ int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx
     const char *name = mori_wevent_name((mori_wevent)ev);
     MORI_LOG(MORI_LOG_TRACE, m->kind == MORI_FSM_WINDOW ? m->rank : -1, -1, "step %s from %s",
              name, mori_wstate_name(m->state));
-    double t0 = t != NULL ? mori__now_us() : 0;
+    double t0 = t != NULL ? mori__log_clock_us() : 0;
     rc = steps[ev] ? steps[ev](ctx) : mori__error(MORI_ESTATE, "no step for %s", name);
     if (t != NULL && t->n < MORI_EV__COUNT) {
       t->step[t->n].event = (mori_wevent)ev;
-      t->step[t->n++].us = mori__now_us() - t0;
+      t->step[t->n++].us = mori__log_clock_us() - t0;
     }
     if (rc == 0 && mori_fsm_fire(m, (mori_wevent)ev) != 0)
       rc = mori__error(MORI_ESTATE, "%s", m->why);
@@ -242,7 +242,9 @@ static int window_unwind(mori_window *w) {
 int mori__teardown(mori_block *b) {
   int first = 0;
   char message[1024] = "";
-  double t0 = mori__now_us();
+  /* the phases' times only for the INFO line at the end */
+  int timed = mori__log_level() >= MORI_LOG_INFO;
+  double t0 = timed ? mori__log_clock_us() : 0;
   (void)mori_hipSetDevice(b->device);
   /* Work queued on the block or its windows (its zeroing on the caller's
    * stream, the caller's kernels, signals into the slots) must be done
@@ -254,7 +256,7 @@ int mori__teardown(mori_block *b) {
     first = mori__hip_error("hipDeviceSynchronize", e);
     snprintf(message, sizeof message, "%s", mori_last_error());
   }
-  double t1 = mori__now_us();
+  double t1 = timed ? mori__log_clock_us() : 0;
   /* b is claimed: no other thread reaches its windows' ledgers now. */
   for (mori_window *w = b->windows; w != NULL; w = w->next) {
     int rc = window_unwind(w);
@@ -263,12 +265,13 @@ int mori__teardown(mori_block *b) {
       snprintf(message, sizeof message, "%s", mori_last_error());
     }
   }
-  double t2 = mori__now_us();
+  double t2 = timed ? mori__log_clock_us() : 0;
   int rc = mori__unwind(&b->fsm, 0);
   if (rc != 0 && first == 0) first = rc;
   else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
   MORI_LOG_DEVICE(MORI_LOG_INFO, b->device,
                   "block %p torn down%s; us: synchronize %.0f windows %.0f block %.0f", b->base,
-                  first ? " (errors)" : "", t1 - t0, t2 - t1, mori__now_us() - t2);
+                  first ? " (errors)" : "", t1 - t0, t2 - t1,
+                  timed ? mori__log_clock_us() - t2 : 0);
   return first;
 }

@@ -29,8 +29,8 @@
 #define KEY_NAME_MAX 240
 /* Without inotify, get sleeps between attempts, doubling from the first
  * (most keys are nearly there) up to the longest (a late key's latency). */
-#define POLL_START_NS 50000L
-#define POLL_MAX_NS 1000000L
+#define POLL_START_US 50.0
+#define POLL_MAX_US 1000.0
 /* With inotify, a wait still wakes this often: an event can be lost when
  * the kernel's queue overflows, and a store on a network filesystem sees
  * no events for other hosts' writes. */
@@ -223,38 +223,36 @@ static int fs_wait_change(mori_store *s, int timeout_ms) {
   if (timeout_ms < 0) timeout_ms = 0;
   if (fs->watch >= 0)
     return wait_for_event(fs, timeout_ms < WATCH_SLICE_MS ? timeout_ms : WATCH_SLICE_MS);
-  struct timespec ts = {0, (timeout_ms < 1 ? timeout_ms : 1) * 1000000L};
-  nanosleep(&ts, NULL);
-  return 0;
+  return mori__nap_us(timeout_ms < 1 ? timeout_ms * 1e3 : 1e3, "file store: wait");
 }
-
-static long long now_ns(void) { return (long long)(mori__now_us() * 1e3); }
 
 static int fs_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
   file_store *fs = (file_store *)s;
-  char name[KEY_NAME_MAX + 1];
+  char name[KEY_NAME_MAX + 1], what[KEY_NAME_MAX + 32];
   if (!value || !len || timeout_ms < 0)
     return mori__error(MORI_EINVAL, "file store: get '%s': bad argument", key ? key : "");
   MORI_GUARD(key_name(key, "", name, sizeof name));
-  long long deadline = now_ns() + (long long)timeout_ms * 1000000LL;
-  long sleep_ns = POLL_START_NS;
+  snprintf(what, sizeof what, "file store: get '%s'", key);
+  double deadline = -1, now = 0, sleep_us = POLL_START_US;
   /* The watch was set up when the store was opened, so a rename after a
-   * failed attempt is always an event that ends the next wait. */
+   * failed attempt is always an event that ends the next wait.  The clock
+   * is read only once a first attempt failed: most keys are there. */
   for (;;) {
     int rc = try_get(fs, "get", key, name, value, len);
     if (rc <= 0) return rc;
-    long long left = deadline - now_ns();
+    if (timeout_ms > 0) MORI_GUARD(mori__clock_us(&now, what));
+    if (deadline < 0) deadline = timeout_ms > 0 ? now + timeout_ms * 1e3 : 0;
+    double left = timeout_ms > 0 ? deadline - now : 0;
     if (left <= 0)
       return mori__error(MORI_ETIMEDOUT, "file store: key '%s' not set within %d ms (in %s)",
                          key, timeout_ms, fs->path);
     if (fs->watch >= 0) {
-      long long ms = (left + 999999) / 1000000;
-      MORI_GUARD(wait_for_event(fs, ms < WATCH_SLICE_MS ? (int)ms : WATCH_SLICE_MS));
+      int ms = left < WATCH_SLICE_MS * 1e3 ? (int)((left + 999) / 1e3) : WATCH_SLICE_MS;
+      MORI_GUARD(wait_for_event(fs, ms));
       continue;
     }
-    struct timespec ts = {0, left < sleep_ns ? (long)left : sleep_ns};
-    nanosleep(&ts, NULL);
-    if (sleep_ns < POLL_MAX_NS) sleep_ns = sleep_ns * 2 > POLL_MAX_NS ? POLL_MAX_NS : sleep_ns * 2;
+    MORI_GUARD(mori__nap_us(left < sleep_us ? left : sleep_us, what));
+    sleep_us = sleep_us * 2 > POLL_MAX_US ? POLL_MAX_US : sleep_us * 2;
   }
 }
 

@@ -13,6 +13,7 @@
  */
 #include "watchdog.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,14 @@ static void once(void) {
   pthread_once(&o, install_atfork);
 }
 
-static double now_ms(void) { return mori__now_us() / 1e3; }
+/* The clock the deadlines run on (the seam's: a test may advance it);
+ * *ms is left as it was if the clock cannot be read. */
+static int now_ms(double *ms) {
+  double us = 0;
+  int rc = mori__clock_us(&us, "watchdog");
+  if (rc == 0) *ms = us / 1e3;
+  return rc;
+}
 
 /* ---- the private streams ---- */
 
@@ -241,8 +249,7 @@ static int release(struct mori__watch *x) {
   /* A cell read back as unwritten may be one the stream already passed and
    * reset; the rest of its work takes microseconds, so look again.  If the
    * peers did write, the stream is behind other work, not stuck. */
-  struct timespec pause = {0, 1000000};
-  if (missing > 0) nanosleep(&pause, NULL);
+  if (missing > 0) (void)mori__nap_us(1000, "watchdog"); /* a failed nap: it looks sooner */
   if (missing == 0 || completed(x)) {
     free(vals);
     return missing > 0;
@@ -315,6 +322,34 @@ static struct mori__watch *scan(double now, double *next) {
   return expired;
 }
 
+/* Without a clock no deadline can be judged: every window watched now is
+ * failed, naming the call (its waits end when their peers signal, and a
+ * later pass judges the deadlines again if the clock comes back).  Under
+ * wd.lock. */
+static void clock_failed(void) {
+  for (struct mori__watch *x = wd.head; x != NULL; x = x->next)
+    if (!can(x, MORI_WATCH_EV_REARM))
+      fail_window(x, "%s on channel %d: the deadline of %d ms cannot be kept: %s", x->op,
+                  x->channel, x->timeout_ms, mori_last_error());
+}
+
+/* Sleeps on wd.wake for up to ms, under wd.lock; the condition's clock is
+ * the real-time one, read through the seam too (not advanced by a test:
+ * the wait is a length, whatever the deadlines' clock says). */
+static void wait_wake(double ms) {
+  struct timespec until;
+  if (mori_clock_gettime(CLOCK_REALTIME, &until) != 0) {
+    pthread_mutex_unlock(&wd.lock);
+    (void)mori__nap_us(ms * 1e3, "watchdog");
+    pthread_mutex_lock(&wd.lock);
+    return;
+  }
+  long long ns = until.tv_nsec + (long long)(ms * 1e6);
+  until.tv_sec += (time_t)(ns / 1000000000);
+  until.tv_nsec = (long)(ns % 1000000000);
+  pthread_cond_timedwait(&wd.wake, &wd.lock, &until);
+}
+
 static void *watchdog_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&wd.lock);
@@ -323,7 +358,13 @@ static void *watchdog_main(void *arg) {
       pthread_cond_wait(&wd.wake, &wd.lock);
       continue;
     }
-    double now = now_ms(), next = now + POLL_MS;
+    double now, next;
+    if (now_ms(&now) != 0) {
+      clock_failed();
+      wait_wake(POLL_MS);
+      continue;
+    }
+    next = now + POLL_MS;
     struct mori__watch *expired = scan(now, &next);
     pthread_mutex_unlock(&wd.lock);
     for (struct mori__watch *x = expired, *nx; x != NULL; x = nx) {
@@ -333,22 +374,18 @@ static void *watchdog_main(void *arg) {
       if (done) {
         retire(x);
       } else {
-        x->deadline_ms = now_ms() + x->timeout_ms;
+        double later = now;
+        (void)now_ms(&later); /* else the pass's time: a deadline a little early */
+        x->deadline_ms = later + x->timeout_ms;
         watch_set(x, MORI_WATCH_EV_REARM);
       }
       pthread_mutex_unlock(&wd.lock);
     }
     pthread_mutex_lock(&wd.lock);
     pthread_cond_broadcast(&wd.changed);
-    double wait = next - now_ms();
-    if (wait > 0) {
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      long long ns = until.tv_nsec + (long long)(wait * 1e6);
-      until.tv_sec += (time_t)(ns / 1000000000);
-      until.tv_nsec = (long)(ns % 1000000000);
-      pthread_cond_timedwait(&wd.wake, &wd.lock, &until);
-    }
+    double later = next - POLL_MS; /* a failed read: wait one poll */
+    (void)now_ms(&later);
+    if (next - later > 0) wait_wake(next - later);
   }
   pthread_mutex_unlock(&wd.lock);
   return NULL;
@@ -377,9 +414,9 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
   if (e != hipSuccess) rc = mori__hip_error("hipEventRecord", e);
   pthread_mutex_lock(&wd.lock);
   if (rc == 0 && !wd.running) {
-    int err = pthread_create(&wd.thread, NULL, watchdog_main, NULL);
-    if (err != 0)
-      rc = mori__error(MORI_ENOMEM, "%s: cannot start the watchdog thread (error %d)", op, err);
+    if (mori_thread_create(&wd.thread, NULL, watchdog_main, NULL) != 0)
+      rc = mori__error(MORI_ENOMEM, "%s: cannot start the watchdog thread: pthread_create: %s", op,
+                       strerror(errno));
     else
       wd.running = 1;
   }

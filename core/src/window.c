@@ -68,7 +68,7 @@ static int fill_request(const mori_window *w, const char *socket_name, mori_requ
   q->uid = (uint32_t)geteuid(); /* the uid every check compares with */
   MORI_GUARD(mori__host_id(q->host_id));
   q->handle_type = (uint32_t)b->handle_type;
-  q->nonce = mori__random64();
+  MORI_GUARD(mori__random64(&q->nonce, "the request's nonce"));
   q->signal_slots_used = b->signal_slots_used;
   if (b->handle_type == hipMemHandleTypeFabric)
     memcpy(q->fabric, b->fabric.data, sizeof q->fabric);
@@ -386,9 +386,12 @@ static void abort_unopened(const char *group, uint64_t seq, int rank, int world_
  * the channel.  Nothing but this thread touches w until it is settled. */
 static int rendezvous_run(mori_window *w, mori_store *store) {
   struct rendezvous r = {w, store, NULL, NULL, mori_symm_timeout_ms()};
-  double t0 = mori__now_us();
+  /* step times only for the INFO line below */
+  int timed = mori__log_level() >= MORI_LOG_INFO;
+  double t0 = timed ? mori__log_clock_us() : 0;
   mori__step_times t;
-  int rc = mori__drive(&w->fsm, window_steps, &r, MORI_WS_MAPPED, rendezvous_abort, &t);
+  int rc = mori__drive(&w->fsm, window_steps, &r, MORI_WS_MAPPED, rendezvous_abort,
+                       timed ? &t : NULL);
   free(r.reqs);
   if (rc != 0) {
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", w->rank,
@@ -398,14 +401,14 @@ static int rendezvous_run(mori_window *w, mori_store *store) {
   }
   /* Each step's time: what bounds a first rendezvous (the store's waits,
    * the exchange, the runtime's import, map and access calls). */
-  if (mori__log_level() >= MORI_LOG_INFO) {
+  if (timed) {
     char steps[512];
     mori__step_times_format(&t, steps, sizeof steps);
     MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
              "rendezvous group %s seq %llu: %d ranks, %s, %.0f us; us: %s", w->group,
              (unsigned long long)w->seq, w->world_size,
              w->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
-             mori__now_us() - t0, steps);
+             mori__log_clock_us() - t0, steps);
   }
   return 0;
 }

@@ -368,6 +368,9 @@ static void errno_names_round_trip(void **state) {
   assert_true(mori_fi_call_retries(MORI_FI_CALL_sendmsg, ENOBUFS));
   assert_false(mori_fi_call_retries(MORI_FI_CALL_setsockopt, ENOBUFS));
   assert_false(mori_fi_call_retries(MORI_FI_CALL_hipMemMap, EINTR));
+  /* pthread_create's EAGAIN is a limit reached, which a retry meets again */
+  assert_false(mori_fi_call_retries(MORI_FI_CALL_thread_create, EAGAIN));
+  assert_true(mori_fi_call_retries(MORI_FI_CALL_getrandom, EINTR));
   char buf[32];
   assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_openat, EIO, buf, sizeof buf), "EIO");
   assert_string_equal(mori_fi_failure_name(MORI_FI_CALL_hipMemMap, 2, buf, sizeof buf),

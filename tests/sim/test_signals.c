@@ -10,7 +10,9 @@
  * async mode each stream runs on a worker thread, as a GPU queue, so a wait
  * is only enqueued); the alloc cases need async mode and run only there.
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -408,54 +410,54 @@ static void put_signal_never_consumed_fails_after_its_timeout(void **s) {
   ranks_run(2, death_or_silence, &a, 0);
 }
 
-/* A late peer within the timeout, and a stream busy with earlier work for
- * longer than the timeout, are not failures: the deadline runs from when
- * the stream reaches the waits.  (Rank 0's stream is held 1000 ms, its
- * barrier has 600 ms, rank 1 arrives at 1200 ms: counted from the call,
- * the deadline would have passed with rank 1 absent.) */
+/* A late peer within the timeout is no failure: rank 1 signals only once
+ * rank 0's stream has reached its bounded barrier (an event recorded just
+ * before it has passed; in sync mode the barrier runs in the call, so rank
+ * 0 says so before it).  (A stream held past the timeout, whose deadline
+ * runs from when the stream reaches the waits, is the fault tests' to
+ * show: they move the clock instead of waiting, test_fi_clock.c.) */
 static int late_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0 = mori_count_fds();
   void *base = NULL;
   mori_window *w = NULL;
   hipStream_t s = NULL;
+  hipEvent_t reached = NULL;
   if (open_window(ctx, "late", &base, &w, msg, msglen)) return 1;
-  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess &&
+            mori_hipEventCreateWithFlags(&reached, hipEventDisableTiming) == hipSuccess,
+        "stream and event: %s", mori_shim_message());
   mori_symm_signal_stats s0, s1;
   mori_symm_signal_stats_get(&s0);
-  if (ctx->rank == 1) sleep_ms(150);
-  CHECK(mori_window_barrier(w, 0, s, 3000) == 0, "late barrier: %s", mori_last_error());
-  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
-  uint32_t *gate = (uint32_t *)mori_window_buffer_ptrs(w)[ctx->rank] + 64;
-  int busy = async_mode(); /* in sync mode the gate would hold the caller itself */
-  if (busy && ctx->rank == 0) {
-    hipStream_t opener = NULL;
-    CHECK(mori_hipStreamCreateWithFlags(&opener, hipStreamNonBlocking) == hipSuccess, "stream");
-    CHECK(mori_hipStreamWaitValue32(s, gate, 1, hipStreamWaitValueEq, ~0u) == hipSuccess, "gate");
-    CHECK(mori_window_barrier(w, 1, s, 600) == 0, "barrier: %s", mori_last_error());
-    sleep_ms(1000);
-    /* device memory: opened by a stream write, as another kernel would */
-    CHECK(mori_hipStreamWriteValue32(opener, gate, 1, 0) == hipSuccess &&
-              mori_hipStreamSynchronize(opener) == hipSuccess &&
-              mori_hipStreamDestroy(opener) == hipSuccess,
-          "opening the gate: %s", mori_shim_message());
-  } else if (busy) {
-    sleep_ms(1200);
-    CHECK(mori_window_barrier(w, 1, s, 0) == 0, "barrier: %s", mori_last_error());
+  if (ctx->rank == 0) {
+    CHECK(mori_hipEventRecord(reached, s) == hipSuccess, "record: %s", mori_shim_message());
+    if (!async_mode()) CHECK(ctx->store->set(ctx->store, "waiting", "1", 1) == 0, "set");
+    CHECK(mori_window_barrier(w, 0, s, 30000) == 0, "late barrier: %s", mori_last_error());
+    if (async_mode()) {
+      CHECK(mori_hipEventSynchronize(reached) == hipSuccess, "event: %s", mori_shim_message());
+      CHECK(ctx->store->set(ctx->store, "waiting", "1", 1) == 0, "set: %s", mori_last_error());
+    }
+  } else {
+    void *v = NULL;
+    size_t n = 0;
+    CHECK(ctx->store->get(ctx->store, "waiting", &v, &n, 60000) == 0, "rank 0 never waited: %s",
+          mori_last_error());
+    free(v);
+    CHECK(mori_window_barrier(w, 0, s, 30000) == 0, "late barrier: %s", mori_last_error());
   }
   CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync: %s", mori_shim_message());
   CHECK(mori_window_barrier(w, 2, s, 0) == 0, "after: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
   mori_symm_signal_stats_get(&s1);
   CHECK(s1.expired == s0.expired, "%ld deadlines fired", s1.expired - s0.expired);
-  long timed = 1 + (busy && ctx->rank == 0);
-  CHECK(s1.watched - s0.watched == timed, "%ld calls watched, %ld had a timeout",
-        s1.watched - s0.watched, timed);
-  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  CHECK(s1.watched - s0.watched == 1, "%ld calls watched, 1 had a timeout",
+        s1.watched - s0.watched);
+  CHECK(mori_hipEventDestroy(reached) == hipSuccess && mori_hipStreamDestroy(s) == hipSuccess,
+        "destroy");
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   return ranks_finish(fds0, msg, msglen, "late");
 }
 
-static void late_peer_or_busy_stream_within_the_timeout_is_no_failure(void **s) {
+static void late_peer_within_the_timeout_is_no_failure(void **s) {
   ranks_run(2, late_rank, NULL, 0);
 }
 
@@ -562,16 +564,64 @@ static void alloc_on_a_capturing_stream_zeroes_outside_the_capture(void **s) {
   assert_int_equal(mori_hipStreamDestroy(cs), hipSuccess);
 }
 
-/* A free right after an alloc on a stream that has not yet run the
- * zeroing: the block's mapping must outlive the work queued on it (on a GPU
- * an unmap under a pending memset is an illegal address that poisons the
- * context: the 4-rank demo on two H200s died of exactly that). */
-static void *open_gate_later(void *arg) {
-  sleep_ms(300);
-  __atomic_store_n((uint32_t *)arg, 1, __ATOMIC_RELEASE);
+/* ---- the seam, interposed: where the core waits ----
+ * The test defines the two runtime calls in which the core waits for work
+ * queued behind a held stream (teardown's device synchronize, the first
+ * rendezvous's wait for a block's zeroing): a thread opens the gate once
+ * the core waits there, or once the call under test returned without
+ * waiting, never after a guessed delay. */
+static struct {
+  const char *call; /* armed: the call to watch */
+  int entered;
+} waited;
+
+static void note_wait(const char *call) {
+  if (waited.call != NULL && strcmp(waited.call, call) == 0)
+    __atomic_store_n(&waited.entered, 1, __ATOMIC_RELEASE);
+}
+
+hipError_t mori_hipDeviceSynchronize(void) {
+  static hipError_t (*real)(void);
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "mori_hipDeviceSynchronize");
+  note_wait("hipDeviceSynchronize");
+  return real();
+}
+
+hipError_t mori_hipEventSynchronize(hipEvent_t event) {
+  static hipError_t (*real)(hipEvent_t);
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "mori_hipEventSynchronize");
+  note_wait("hipEventSynchronize");
+  return real(event);
+}
+
+struct gate_opener {
+  uint32_t *gate;
+  int done; /* the call under test returned */
+};
+
+/* Opens the gate once the watched call waits; a call under test that
+ * returned without waiting leaves it closed, for the test to open later
+ * (let_go), after what the missing wait should have come before. */
+static void *open_gate_once_waited(void *arg) {
+  struct gate_opener *o = arg;
+  while (!__atomic_load_n(&waited.entered, __ATOMIC_ACQUIRE) &&
+         !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE))
+    sched_yield();
+  if (__atomic_load_n(&waited.entered, __ATOMIC_ACQUIRE))
+    __atomic_store_n(o->gate, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
+static void watch_wait(const char *call) {
+  waited.entered = 0;
+  waited.call = call;
+}
+
+/* A free right after an alloc on a stream that has not yet run the
+ * zeroing: the block's mapping must outlive the work queued on it (on a GPU
+ * an unmap under a pending memset is an illegal address that poisons the
+ * context: the 4-rank demo on two H200s died of exactly that).  The gate
+ * opens once the free waits for the device. */
 static void alloc_then_free_waits_for_the_work_queued_on_its_block(void **s) {
   assert_true(async_mode());
   struct held h;
@@ -579,11 +629,18 @@ static void alloc_then_free_waits_for_the_work_queued_on_its_block(void **s) {
   pthread_t opener;
   hold(&h);
   assert_int_equal(mori_symm_alloc_on_stream(MiB, 0, h.s, &p), 0);
-  assert_int_equal(pthread_create(&opener, NULL, open_gate_later, h.gate), 0);
-  assert_int_equal(mori_symm_free(p), 0);
-  /* the zeroing ran before the memory went */
-  assert_int_equal(mori_hipEventQuery(h.after), hipSuccess);
+  struct gate_opener o = {h.gate, 0};
+  watch_wait("hipDeviceSynchronize");
+  assert_int_equal(pthread_create(&opener, NULL, open_gate_once_waited, &o), 0);
+  int rc = mori_symm_free(p);
+  /* the zeroing ran before the memory went (asked before the gate can
+   * open for a free that did not wait) */
+  hipError_t zeroed = mori_hipEventQuery(h.after);
+  __atomic_store_n(&o.done, 1, __ATOMIC_RELEASE);
   assert_int_equal(pthread_join(opener, NULL), 0);
+  watch_wait(NULL);
+  assert_int_equal(rc, 0);
+  assert_int_equal(zeroed, hipSuccess);
   let_go(&h);
   mori_shim_registry_counts c;
   mori_shim_registry(&c);
@@ -595,11 +652,6 @@ static void alloc_then_free_waits_for_the_work_queued_on_its_block(void **s) {
  * rendezvous returns.  (A synchronous hipMemcpy of the tables, as before,
  * drained every blocking stream on the legacy default stream's terms and
  * sat behind the gate until the opener thread gave up on it.) */
-struct gate_opener {
-  uint32_t *gate;
-  int done; /* the rendezvous returned */
-};
-
 static void *open_gate_after_5_s(void *arg) {
   struct gate_opener *o = arg;
   for (int i = 0; i < 500 && !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE); i++) sleep_ms(10);
@@ -663,8 +715,12 @@ static int late_zeroing_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
   hold(&h);
   CHECK(mori_symm_alloc_on_stream(MiB, ctx->rank, h.s, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(pthread_create(&opener, NULL, open_gate_later, h.gate) == 0, "pthread_create");
+  /* the gate opens once the rendezvous waits for the zeroing */
+  struct gate_opener o = {h.gate, 0};
+  watch_wait("hipEventSynchronize");
+  CHECK(pthread_create(&opener, NULL, open_gate_once_waited, &o) == 0, "pthread_create");
   int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  __atomic_store_n(&o.done, 1, __ATOMIC_RELEASE);
   CHECK(rc == 0, "rendezvous: %s", mori_last_error());
   /* the peer's first write, in s2's order before the barrier's signals */
   CHECK(mori_hipStreamCreateWithFlags(&s2, hipStreamNonBlocking) == hipSuccess, "stream");
@@ -673,6 +729,7 @@ static int late_zeroing_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   CHECK(mori_window_barrier(w, 0, s2, 0) == 0, "barrier: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(s2) == hipSuccess, "sync: %s", mori_shim_message());
   pthread_join(opener, NULL);
+  watch_wait(NULL);
   let_go(&h); /* whatever the held stream still had queued has run now */
   unsigned char own[4096];
   CHECK(mori_hipMemcpy(own, base, sizeof own, hipMemcpyDeviceToHost) == hipSuccess,
@@ -703,7 +760,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(barrier_with_two_dead_peers_of_four_names_both),
       cmocka_unit_test(wait_signal_without_a_put_fails_after_its_timeout),
       cmocka_unit_test(put_signal_never_consumed_fails_after_its_timeout),
-      cmocka_unit_test(late_peer_or_busy_stream_within_the_timeout_is_no_failure),
+      cmocka_unit_test(late_peer_within_the_timeout_is_no_failure),
       /* forks its ranks: before the in-process cases below start the
        * sim's stream threads in this process (ThreadSanitizer refuses
        * threads in a child forked from a multi-threaded parent) */

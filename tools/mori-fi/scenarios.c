@@ -218,7 +218,7 @@ static int interior(const mori_rank_ctx *ctx, outcome *o) {
                                hipMemcpyHostToDevice),
              "write_peer_word", "hipMemcpy");
   STEP(o, mori_window_barrier(wa, 0, NULL, 0), "barrier_a");
-  STEP(o, mori_window_barrier(wb, 0, NULL, 0), "barrier_b");
+  STEP(o, mori_window_barrier(wb, 0, NULL, 60000), "barrier_b"); /* bounded: the watchdog's */
   size_t n = (size_t)(ctx->world < 64 ? ctx->world : 64);
   HIP_STEP(o, mori_hipMemcpy(seen, (char *)a + off_a, 4 * n, hipMemcpyDeviceToHost),
            "read_own_words", "hipMemcpy");

@@ -39,8 +39,8 @@ static const struct {
 } modes[] = {{"transient", MODE_TRANSIENT}, {"persistent", MODE_PERSISTENT}, {"kill", MODE_KILL}};
 
 /* The classes of call sites a sweep can choose from (--classes). */
-enum { CLASS_GPU, CLASS_SOCKET, CLASS_STORE, CLASS_ALLOC, CLASS__COUNT };
-static const char *const class_names[CLASS__COUNT] = {"gpu", "socket", "store", "alloc"};
+enum { CLASS_GPU, CLASS_SOCKET, CLASS_STORE, CLASS_ALLOC, CLASS_TIME, CLASS__COUNT };
+static const char *const class_names[CLASS__COUNT] = {"gpu", "socket", "store", "alloc", "time"};
 static const struct {
   int call, cls;
 } os_classes[] = {
@@ -58,6 +58,8 @@ static const struct {
     {MORI_FI_CALL_malloc, CLASS_ALLOC},
     {MORI_FI_CALL_calloc, CLASS_ALLOC},    {MORI_FI_CALL_realloc, CLASS_ALLOC},
     {MORI_FI_CALL_strdup, CLASS_ALLOC},
+    {MORI_FI_CALL_clock_gettime, CLASS_TIME}, {MORI_FI_CALL_nanosleep, CLASS_TIME},
+    {MORI_FI_CALL_getrandom, CLASS_TIME},  {MORI_FI_CALL_thread_create, CLASS_TIME},
 };
 
 static int class_of(int call) {
@@ -292,11 +294,12 @@ static int names_word(const char *text, const char *name) {
 }
 
 /* Messages spell the seam's *at() calls as their plain forms ("open(%s)"
- * for openat on a directory fd): one table of those spellings. */
+ * for openat on a directory fd), and thread_create as the libc call it
+ * adapts: one table of those spellings. */
 static const struct {
   const char *call, *plain;
-} plain_forms[] = {{"openat", "open"}, {"renameat", "rename"}, {"unlinkat", "unlink"},
-                   {"mkdirat", "mkdir"}, {"fchmodat", "chmod"}};
+} plain_forms[] = {{"openat", "open"},   {"renameat", "rename"},       {"unlinkat", "unlink"},
+                   {"mkdirat", "mkdir"}, {"fchmodat", "chmod"}, {"thread_create", "pthread_create"}};
 
 /* The error names the call (or its plain form). */
 static int names(const char *text, const char *call) {
@@ -712,7 +715,7 @@ static const cli_option sweep_options[] = {
     {"--modes", CLI_TEXT, offsetof(struct sweep_args, modes), 0, 0, NULL, "M[,M...]",
      "transient, persistent, kill (default transient,persistent)"},
     {"--classes", CLI_TEXT, offsetof(struct sweep_args, classes), 0, 0, NULL, "C[,C...]",
-     "call sites: gpu, socket, store, alloc (default all)"},
+     "call sites: gpu, socket, store, alloc, time (default all)"},
     {"--every-error", CLI_FLAG, offsetof(struct sweep_args, every_error), 0, 0, NULL, NULL,
      "one run per error a call can return (default: they take turns over its calls)"},
     {"--max-per-call", CLI_INT, offsetof(struct sweep_args, max_per_call), 1, 1000000000, NULL,
@@ -858,7 +861,7 @@ int fi_cmd_sweep(int argc, char **argv) {
   if (a.classes != NULL && (o.classes = parse_classes(a.classes)) <= 0)
     return cli_usage_error(&fi_sweep_command,
                            "--classes '%s': unknown class (accepted: gpu, socket, store, alloc, "
-                           "comma separated)",
+                           "time, comma separated)",
                            a.classes);
   if (find_preload(&o) != 0) {
     fprintf(stderr, "sweep FAILED: no fault shim at %s (set MORI_FI_PRELOAD)\n", o.preload);

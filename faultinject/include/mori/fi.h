@@ -97,7 +97,8 @@ int mori_fi_errno_find(const char *name, size_t len, int *e);
  * with one of them is a fault (a persistent one is an endless retry). */
 int mori_fi_errno_transient(int e);
 /* 1 if the core must retry (or otherwise absorb) call failing with error:
- * the transient errnos for every OS call, and ENOBUFS for sendmsg. */
+ * the transient errnos for every OS call, and ENOBUFS for sendmsg, but not
+ * EAGAIN from thread_create (pthread_create's: a limit reached). */
 int mori_fi_call_retries(int call, int error);
 /* The name of a failure of call: "hipErrorOutOfMemory", "EIO", or the
  * number when the table has no name.  Into buf (32 bytes suffice). */
@@ -261,6 +262,14 @@ int mori_fi_delivered(int *senders, int max);
 /* fds the fault shim holds open itself (its trace), 0 if not loaded: leak
  * checks that count a process's fds subtract these. */
 int mori_fi_own_fds(void);
+/* A virtual clock: moves the monotonic clock the core reads through the
+ * seam ms ahead in this process (and in the processes it forks later), at
+ * once, so that a deadline that would take ms to come is met without
+ * waiting for it; every deadline the core keeps (store waits, the
+ * rendezvous, the fd channel, the watchdog) runs on that clock.  Only
+ * forward.  The total advance in ms, or -1 if the shim is not loaded or ms
+ * is negative. */
+long mori_fi_clock_advance(long ms);
 
 /* What this process has called through the seam since the last reset (fork
  * resets it): every call by mori_fi_call, and the datagrams that moved.  A

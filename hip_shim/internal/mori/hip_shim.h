@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 
 #include "mori/api.h"
 #include "mori/shim.h"
@@ -428,11 +430,15 @@ MORI_SHIM_HIP_CALLS(MORI_SHIM_HIP_DECLARE)
 #undef MORI_SHIM_HIP_DECLARE
 
 /* Every OS call the core makes goes through the seam too (socket calls of
- * the fd channel, the file store's I/O, host memory), so that the fault
- * shim can fail each of them as it fails a runtime call.  The shim only
+ * the fd channel, the file store's I/O, host memory, and time: the clock,
+ * its sleeps, randomness and the one thread it starts, the watchdog's), so
+ * that the fault shim can fail each of them as it fails a runtime call, and
+ * a test can skew the clock the core's deadlines read.  The shim only
  * forwards them to libc.  One row per call: X(ret, name, params, args);
  * exported as mori_<name>.  Paths are always *at() forms (AT_FDCWD for a
- * plain path), so there is one spelling per operation. */
+ * plain path), so there is one spelling per operation, and every row fails
+ * as most of libc does, -1 and errno (NULL for an allocation):
+ * thread_create is pthread_create with that convention. */
 #define MORI_SHIM_OS_CALLS(X)                                                           \
   X(int, socket, (int domain, int type, int protocol), (domain, type, protocol))       \
   X(int, bind, (int fd, const struct sockaddr *addr, socklen_t len), (fd, addr, len))  \
@@ -462,7 +468,13 @@ MORI_SHIM_HIP_CALLS(MORI_SHIM_HIP_DECLARE)
   X(void *, malloc, (size_t size), (size))                                             \
   X(void *, calloc, (size_t count, size_t size), (count, size))                        \
   X(void *, realloc, (void *ptr, size_t size), (ptr, size))                            \
-  X(char *, strdup, (const char *s), (s))
+  X(char *, strdup, (const char *s), (s))                                               \
+  X(int, clock_gettime, (clockid_t clock, struct timespec * now), (clock, now))         \
+  X(int, nanosleep, (const struct timespec *pause, struct timespec *left), (pause, left)) \
+  X(ssize_t, getrandom, (void *buf, size_t len, unsigned int flags), (buf, len, flags)) \
+  X(int, thread_create,                                                                 \
+    (pthread_t * thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg), \
+    (thread, attr, start, arg))
 
 /* What a failed row returns: -1 (errno set), or NULL for an allocation. */
 #define MORI_SHIM_OS_FAILURE(ret) ((ret)_Generic((ret)0, void *: 0, char *: 0, default: -1))
