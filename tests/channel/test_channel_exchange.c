@@ -7,6 +7,7 @@
 #include "harness.h"
 #include "mori/channel.h"
 #include "mori/error.h"
+#include "mori/hip_shim.h"
 #include "mori/store.h"
 
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -63,19 +65,54 @@ static int gather_requests(mori_store *st, mori_request *reqs, int rank, int n) 
   return 0;
 }
 
-/* Holds the late rank back until every other rank is inside its exchange
- * and has had time to fill the late rank's queue: with more than
- * max_dgram_qlen (10 by default) peers, some of their sends must then wait
- * for room and be retried. */
-static int arrive(mori_store *st, int rank, int n, int late_rank) {
-  if (rank != late_rank) return st->add(st, "exchanging", 1, NULL) ? complain(rank, "add") : 0;
-  for (int64_t others = 0; others < n - 1;) {
-    struct timespec pause = {0, 1000000};
-    if (st->add(st, "exchanging", 0, &others)) return complain(rank, "add");
-    nanosleep(&pause, NULL);
+/* ---- the late rank's queue, seen through the seam ----
+ *
+ * The test defines mori_sendmsg, which the channel calls for every
+ * datagram: in a rank that sends to the late rank, it counts the first
+ * attempt to reach the late rank's socket in the store ("tried_late"),
+ * and every send there refused for a full queue (EAGAIN), which the
+ * channel must retry. */
+static struct {
+  char late_socket[108]; /* the late rank's socket; "" in the late rank itself */
+  mori_store *store;
+  int tried;
+  long refused;
+} late;
+
+static int to_late_rank(const struct msghdr *msg) {
+  const struct sockaddr_un *a = msg->msg_name;
+  char path[sizeof late.late_socket];
+  if (late.late_socket[0] == '\0' || a == NULL) return 0;
+  /* the channel names a peer's socket by an fd it holds on it */
+  ssize_t n = readlink(a->sun_path, path, sizeof path - 1);
+  if (n < 0) return 0;
+  path[n] = '\0';
+  return strcmp(path, late.late_socket) == 0;
+}
+
+ssize_t mori_sendmsg(int fd, const struct msghdr *msg, int flags) {
+  static ssize_t (*real)(int, const struct msghdr *, int);
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "mori_sendmsg");
+  ssize_t n = real(fd, msg, flags);
+  int e = errno;
+  if (to_late_rank(msg)) {
+    if (n < 0 && e == EAGAIN) late.refused++;
+    if (!late.tried++) (void)late.store->add(late.store, "tried_late", 1, NULL);
   }
-  struct timespec settle = {0, 50000000};
-  nanosleep(&settle, NULL);
+  errno = e;
+  return n;
+}
+
+/* Holds the late rank back until every other rank has tried to send to it
+ * (their first datagram, a challenge, each): with more peers than
+ * max_dgram_qlen (10 by default) waiting on its queue, some of their sends
+ * must wait for room and be retried. */
+static int arrive(mori_store *st, int rank, int n, int late_rank) {
+  if (rank != late_rank) return 0;
+  for (int64_t tried = 0; tried < n - 1;) {
+    if (st->add(st, "tried_late", 0, &tried)) return complain(rank, "add");
+    if (tried < n - 1 && st->wait_change(st, 1000)) return complain(rank, "wait_change");
+  }
   return 0;
 }
 
@@ -116,12 +153,19 @@ static int rank_main(int rank, int n, void *arg) {
   harness_request(&reqs[rank], rank, n, mori_channel_name(ch));
   marker_of(marker, sizeof marker, rank, n, p->seq);
   obj = harness_marker_fd(marker);
-  if (gather_requests(st, reqs, rank, n) || arrive(st, rank, n, p->late_rank)) goto out;
+  if (gather_requests(st, reqs, rank, n)) goto out;
+  late.store = st;
+  if (p->late_rank >= 0 && p->late_rank != rank)
+    snprintf(late.late_socket, sizeof late.late_socket, "%s", reqs[p->late_rank].socket_name);
+  if (arrive(st, rank, n, p->late_rank)) goto out;
   if (mori_channel_exchange(ch, reqs, n, rank, p->seq, obj, fds, EXCHANGE_TIMEOUT_MS)) {
     complain(rank, "exchange");
     goto out;
   }
   rc = check_received(fds, rank, n, p->seq);
+  /* what the late rank's full queue refused, each send retried since */
+  if (rc == 0 && late.refused > 0 && st->add(st, "refused_late", late.refused, NULL))
+    rc = complain(rank, "add");
 out:
   if (obj >= 0) close(obj);
   mori_channel_close(ch);
@@ -136,13 +180,32 @@ out:
   return rc;
 }
 
-static void run_world(int n, int late_rank) {
+/* The sends the late rank's full queue refused (a store counter the ranks
+ * add to); -1 for a world without a late rank. */
+static long run_world(int n, int late_rank) {
   char *store = harness_tmpdir("store");
   world_plan plan = {store, 0x100000000ull + (uint64_t)n, late_rank};
   int failed = harness_run_ranks(n, rank_main, &plan);
+  mori_store *st = NULL;
+  int64_t refused = -1;
+  if (late_rank >= 0 && mori_file_store_open(store, &st) == 0) {
+    if (st->add(st, "refused_late", 0, &refused) != 0) refused = -1;
+    st->destroy(st);
+  }
   harness_remove_tree(store);
   free(store);
   assert_int_equal(failed, 0);
+  return (long)refused;
+}
+
+/* /proc/sys/net/unix/max_dgram_qlen: how many datagrams a socket's queue
+ * holds. */
+static int dgram_qlen(void) {
+  FILE *f = fopen("/proc/sys/net/unix/max_dgram_qlen", "r");
+  int q = -1;
+  if (f != NULL && fscanf(f, "%d", &q) != 1) q = -1;
+  if (f != NULL) fclose(f);
+  return q;
 }
 
 #define WORLD_TEST(n)                                                                       \
@@ -155,8 +218,18 @@ WORLD_TEST(4)
 WORLD_TEST(8)
 WORLD_TEST(16)
 
+/* 15 peers send to a rank that is not reading yet: its queue holds
+ * max_dgram_qlen of their challenges, every other send is refused, and
+ * the exchange still completes, each refused send retried. */
 static void exchange_completes_when_a_late_rank_s_queue_overflows(void **state) {
-  run_world(16, 0);
+  enum { WORLD = 16 };
+  int qlen = dgram_qlen();
+  if (qlen < 1 || qlen >= WORLD - 1)
+    fail_msg("max_dgram_qlen is %d: %d peers cannot overflow a queue", qlen, WORLD - 1);
+  long refused = run_world(WORLD, 0);
+  if (refused < WORLD - 1 - qlen)
+    fail_msg("%ld sends refused by the late rank's full queue (at least %d: %d peers, a queue "
+             "of %d)", refused, WORLD - 1 - qlen, WORLD - 1, qlen);
 }
 
 /* A umask that takes the owner's write bit would leave the directory and

@@ -8,8 +8,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -323,36 +325,81 @@ static void a_release_refused_for_good_is_counted_as_refused(void **s) {
 
 /* ---- progress ---- */
 
+/* The launcher's looks at the ranks, and the watch's time, which moves 100
+ * ms with each look at rank 1: a stall is counted in looks, whatever the
+ * load.  Rank 0 moves in lockstep with the looks at it (the launcher waits
+ * until it took in the last one) and makes a call of the seam every other
+ * look, so however slowly it runs in real time it never stands still for
+ * more than 200 ms of the watch's; rank 1 never calls again.  In memory
+ * shared with the forked ranks. */
+enum { LOOK_MS = 100, STALL_MS = 500, SLOW_CALLS = 8 };
+
+typedef struct looks {
+  long at_rank0, taken_in; /* looks at rank 0, and how many of them it took in */
+  long at_rank1;           /* the watch's clock */
+  int rank0_done;
+} looks;
+
 static int slow_or_stuck_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  struct timespec pause_50ms = {0, 50 * 1000 * 1000};
-  /* rank 0 works slowly for 1.5 s (a call every 50 ms); rank 1 stops */
-  for (int i = 0; i < 30 && ctx->rank == 0; i++) {
-    free(mori_malloc(8));
-    nanosleep(&pause_50ms, NULL);
+  looks *l = ctx->arg;
+  for (int calls = 0; ctx->rank == 0 && calls < SLOW_CALLS;) {
+    long seen = __atomic_load_n(&l->at_rank0, __ATOMIC_ACQUIRE);
+    if (seen == __atomic_load_n(&l->taken_in, __ATOMIC_ACQUIRE)) {
+      sched_yield();
+      continue;
+    }
+    if (seen % 2 == 0) free(mori_malloc(8)), calls++;
+    __atomic_store_n(&l->taken_in, seen, __ATOMIC_RELEASE);
   }
+  if (ctx->rank == 0) __atomic_store_n(&l->rank0_done, 1, __ATOMIC_RELEASE);
   while (ctx->rank == 1) pause();
   snprintf(msg, msglen, "done");
   return 0;
 }
 
-static long progress_of(int rank, void *ctx) {
-  (void)ctx;
+static long progress_in_lockstep(int rank, void *ctx) {
+  looks *l = ctx;
+  if (rank == 0) {
+    /* until rank 0 took in the last look (a bound against a rank gone
+     * astray: it never binds a rank that runs) */
+    for (long i = 0; i < 100000000 && !__atomic_load_n(&l->rank0_done, __ATOMIC_ACQUIRE) &&
+                     __atomic_load_n(&l->taken_in, __ATOMIC_ACQUIRE) != l->at_rank0;
+         i++)
+      sched_yield();
+    __atomic_add_fetch(&l->at_rank0, 1, __ATOMIC_RELEASE);
+  } else {
+    __atomic_add_fetch(&l->at_rank1, 1, __ATOMIC_RELEASE);
+  }
   return mori_fi_progress(rank);
 }
 
-/* A hang is a rank whose calls stopped, however long a slow one takes. */
+static double looks_clock(void *ctx) {
+  return LOOK_MS * (double)__atomic_load_n(&((looks *)ctx)->at_rank1, __ATOMIC_ACQUIRE);
+}
+
+/* A hang is a rank whose calls stopped, however long a slow one takes: the
+ * slow rank outlasts several stalls of the watch's time without being
+ * taken for hung, the stuck one is killed.  (Before, the test slept 50 ms
+ * between calls against a 500 ms stall on the real clock, which a loaded
+ * machine can stretch past the stall.) */
 static void launcher_tells_a_stuck_rank_from_a_slow_one(void **s) {
   (void)s;
   mori_rank_result res[2];
-  mori_launch_watch watch = {.progress = progress_of, .stall_ms = 500};
+  looks *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(l != MAP_FAILED);
+  memset(l, 0, sizeof *l);
+  mori_launch_watch watch = {.progress = progress_in_lockstep, .ctx = l, .stall_ms = STALL_MS,
+                             .clock_ms = looks_clock};
   assert_int_equal(mori_fi_control("", NULL, 0), 0);
-  mori_launch_watched(2, slow_or_stuck_rank, NULL, 60000, &watch, res);
+  mori_launch_watched(2, slow_or_stuck_rank, l, 600000, &watch, res);
   assert_int_equal(res[0].hung, 0);
   assert_string_equal(res[0].msg, "done");
-  assert_true(res[0].wall_ms > 1000);
+  /* rank 0 took in more looks than three stalls' worth of the watch's time */
+  assert_true(l->taken_in * LOOK_MS > 3 * STALL_MS);
   assert_int_equal(res[1].hung, 1);
   assert_int_equal(res[1].signal, 0);
-  assert_true(mori_fi_progress(0) >= 30);
+  assert_true(mori_fi_progress(0) >= SLOW_CALLS);
+  munmap(l, sizeof *l);
 }
 
 /* ---- a malformed schedule ---- */

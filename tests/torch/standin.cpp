@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -64,8 +65,10 @@ class MoriBackedStore final : public Base {
   }
   bool check(const std::vector<std::string>& keys) override {
     count();
-    for (const std::string& k : keys)
+    for (const std::string& k : keys) {
+      note_check(k);
       if (!fetch(k, 0, nullptr)) return false;
+    }
     return true;
   }
   void wait(const std::vector<std::string>& keys) override {
@@ -82,6 +85,16 @@ class MoriBackedStore final : public Base {
  private:
   void count() {
     if (calls_ != nullptr) calls_->calls++;
+  }
+  void note_check(const std::string& key) {
+    if (calls_ == nullptr) return;
+    double now = std::chrono::duration<double, std::micro>(
+                     std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+    std::lock_guard<std::mutex> lock(calls_->mutex);
+    standin::KeyChecks& k = calls_->checked[key];
+    if (k.checks++ == 0) k.first_us = now;
+    k.last_us = now;
   }
   // True if key is (or becomes, within timeout_ms) set.
   bool fetch(const std::string& key, int timeout_ms, std::vector<uint8_t>* out) {

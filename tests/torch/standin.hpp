@@ -6,14 +6,27 @@
 #include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "mori/store.h"
 
 namespace standin {
 
-// Calls made through a store_over() store: all of them, and wait()s.
+// How often a key was check()ed, and when first and last (steady clock,
+// microseconds): a poller's pace.
+struct KeyChecks {
+  long checks = 0;
+  double first_us = 0, last_us = 0;
+};
+
+// Calls made through a store_over() store: all of them, and wait()s; and
+// each key's check()s.
 struct StoreCalls {
   std::atomic<long> calls{0}, waits{0};
+  std::mutex mutex;
+  std::map<std::string, KeyChecks> checked;
 };
 // A c10d::Store over a mori_store (the launcher's file store), counting
 // into calls.  file_store: derive from c10d::FileStore, as the stores of

@@ -17,6 +17,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -308,26 +309,67 @@ BODY(rendezvous_phases_are_timed_rank) {
   return 0;
 }
 
+// How many checks a poller that pauses mori_store_backoff_us(waited) after
+// each can make within t_us of its first: the pauses only grow, and a
+// loaded machine only stretches them.
+long backoff_checks(double t_us) {
+  long n = 1;
+  for (double at = mori_store_backoff_us(0); at <= t_us; at += mori_store_backoff_us(at)) n++;
+  return n;
+}
+
 // A TCPStore's wait() that times out logs a c10d warning each time, and the
-// core asks for keys in 10 ms slices: over any store the wrapper polls with
-// check() and never calls wait().  Rank 1 comes 300 ms late, so rank 0
-// waits that long for its keys; the polling backs off over the whole wait
-// (a fixed 20 us poll would make thousands of checks).  A first rendezvous
-// agrees the group's incarnation, where rank 0 answers joins in a loop of
-// its own; the one measured is the second.
+// core asks for keys in short slices: over any store the wrapper polls with
+// check() and never calls wait(), and the polling backs off over the whole
+// wait (a fixed 20 us poll would make thousands of checks).  Rank 1 comes
+// late: only once rank 0's rendezvous has made 100 store calls (a thread
+// of rank 0 counts them and says so through the store).  Every key rank 0
+// polled was checked no more often than a backoff allows over the time it
+// was polled, plus a check cut short at the end of each of the core's
+// slices (2 ms at least).  A first rendezvous agrees the group's
+// incarnation, where rank 0 answers joins in a loop of its own; the one
+// measured is the second.
 BODY(store_is_polled_never_waited_rank) {
   symm::SymmetricMemoryAllocator* a = setup(ctx);
   void* first = a->alloc(MiB, ctx->rank, std::string("world"));
   Handle h0 = a->rendezvous(first, std::nullopt);
   void* p = a->alloc(MiB, ctx->rank, std::string("world"));
-  if (ctx->rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (ctx->rank == 1) {
+    void* v = nullptr;
+    size_t n = 0;
+    CHECK(ctx->store->get(ctx->store, "test/rank0_polled", &v, &n, 60000) == 0,
+          "rank 0 never polled: %s", mori_last_error());
+    std::free(v);
+  }
   long waits = store_calls.waits, calls = store_calls.calls;
+  {
+    std::lock_guard<std::mutex> lock(store_calls.mutex);
+    store_calls.checked.clear();
+  }
+  std::atomic<int> done{0};
+  std::thread teller;
+  if (ctx->rank == 0)
+    teller = std::thread([&] {
+      while (!done.load() && store_calls.calls - calls < 100) std::this_thread::yield();
+      mori_store* own = nullptr;  // a store handle of this thread's own
+      if (!done.load() && mori_file_store_open(ctx->store_dir, &own) == 0) {
+        (void)own->set(own, "test/rank0_polled", "1", 1);
+        own->destroy(own);
+      }
+    });
   Handle h = a->rendezvous(p, std::nullopt);
+  done = 1;
+  if (teller.joinable()) teller.join();
+  h->barrier(0, 0);  // before any check can end this rank: its peer waits here
   CHECK(store_calls.waits == waits, "c10d::Store::wait() was called %ld time(s)",
         store_calls.waits - waits);
-  CHECK(store_calls.calls - calls < 400, "%ld store calls for one rendezvous",
-        store_calls.calls - calls);
-  h->barrier(0, 0);
+  std::lock_guard<std::mutex> lock(store_calls.mutex);
+  for (const auto& [key, k] : store_calls.checked) {
+    double polled_us = k.last_us - k.first_us;
+    long most = backoff_checks(polled_us) + 2 * (1 + static_cast<long>(polled_us / 2000));
+    CHECK(k.checks <= most, "%s checked %ld times in %.0f us (a backoff allows %ld)", key.c_str(),
+          k.checks, polled_us, most);
+  }
   snprintf(msg, msglen, "ok");
   return 0;
 }

@@ -88,9 +88,57 @@ static void run_world(int world, mori_rank_fn fn) {
   free(res);
 }
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
+/* ---- a store that says when its thread first waits ----
+ * Threads of one rank order themselves by it, not by sleeps: a wait on the
+ * store (a get that may block, or a wait for any change) is where a
+ * rendezvous holds whatever it holds while it waits for its peers. */
+typedef struct waiting_store {
+  mori_store base;
+  mori_store *inner;
+  int *waiting; /* set at the first wait */
+} waiting_store;
+
+static int ws_set(mori_store *s, const char *key, const void *value, size_t len) {
+  mori_store *in = ((waiting_store *)s)->inner;
+  return in->set(in, key, value, len);
+}
+
+static int ws_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
+  waiting_store *w = (waiting_store *)s;
+  if (timeout_ms > 0) __atomic_store_n(w->waiting, 1, __ATOMIC_RELEASE);
+  return w->inner->get(w->inner, key, value, len, timeout_ms);
+}
+
+static int ws_add(mori_store *s, const char *key, int64_t delta, int64_t *result) {
+  mori_store *in = ((waiting_store *)s)->inner;
+  return in->add(in, key, delta, result);
+}
+
+static int ws_wait_change(mori_store *s, int timeout_ms) {
+  waiting_store *w = (waiting_store *)s;
+  __atomic_store_n(w->waiting, 1, __ATOMIC_RELEASE);
+  return w->inner->wait_change(w->inner, timeout_ms);
+}
+
+static void ws_destroy(mori_store *s) { (void)s; /* the launcher destroys the inner one */ }
+
+static waiting_store waiting_store_of(mori_store *inner, int *waiting) {
+  return (waiting_store){{ws_set, ws_get, ws_add, ws_destroy,
+                          inner->wait_change ? ws_wait_change : NULL, inner->incarnation},
+                         inner, waiting};
+}
+
+static void await_flag(const int *flag) {
+  while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) sched_yield();
+}
+
+/* Waits for another rank's key in the launcher's store. */
+static int await_key(mori_store *s, const char *key) {
+  void *v = NULL;
+  size_t len = 0;
+  int rc = s->get(s, key, &v, &len, 60000);
+  free(v);
+  return rc;
 }
 
 static int setup(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
@@ -153,10 +201,11 @@ static void alloc_and_free_on_threads_while_another_rendezvouses(void **s) {
 }
 
 /* ---- two groups on two threads ----
- * Each thread has its own group and its own blocks; ranks run the groups'
- * rendezvous in whatever order their threads get there.  A lock held
- * across the store's waits deadlocks this: each rank's lock is held by
- * the group its peer is not in yet. */
+ * Each thread has its own group and its own blocks; rank 1 starts with
+ * beta (its alpha thread begins once beta waits on the store), rank 0 in
+ * whatever order its threads get there.  A lock held across the store's
+ * waits deadlocks this: rank 1's lock is held by the group rank 0 may not
+ * be in yet. */
 
 enum { GROUP_ROUNDS = 5 };
 
@@ -165,14 +214,16 @@ static void *group_rounds(void *p) {
   const mori_rank_ctx *ctx = t->ctx;
   const char *group = t->index == 0 ? "alpha" : "beta";
   /* beta numbers ranks in reverse, as an overlapping subgroup might */
-  int rank = t->index == 0 ? ctx->rank : ctx->world - 1 - ctx->rank;
-  if (ctx->rank == 1 && t->index == 0) sleep_ms(100); /* rank 1 starts with beta */
+  int rank = t->index == 0 ? ctx->rank : ctx->world - 1 - ctx->rank, alpha_waiting = 0;
+  int *beta_waiting = t->arg;
+  waiting_store ws = waiting_store_of(ctx->store, t->index == 1 ? beta_waiting : &alpha_waiting);
+  if (ctx->rank == 1 && t->index == 0) await_flag(beta_waiting); /* rank 1 starts with beta */
   for (int i = 0; i < GROUP_ROUNDS; i++) {
     void *a = NULL;
     mori_window *w = NULL;
     if (mori_symm_alloc(64 * KiB, ctx->rank, &a) != 0)
       return fail_at(t, "alloc: %s", mori_last_error());
-    if (mori_symm_rendezvous(a, group, rank, ctx->world, ctx->store, &w, NULL) != 0)
+    if (mori_symm_rendezvous(a, group, rank, ctx->world, &ws.base, &w, NULL) != 0)
       return fail_at(t, "%s rendezvous %d: %s", group, i, mori_last_error());
     if (mori_window_barrier(w, 0, NULL, 0) != 0)
       return fail_at(t, "%s barrier %d: %s", group, i, mori_last_error());
@@ -184,8 +235,8 @@ static void *group_rounds(void *p) {
 static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (setup(ctx, msg, msglen)) return 1;
   mori_symm_set_timeout_ms(5000); /* a deadlock shows as a timeout, not a hang */
-  int fds0 = mori_count_fds();
-  if (run_threads(ctx, 2, group_rounds, NULL, msg, msglen)) return 1;
+  int fds0 = mori_count_fds(), beta_waiting = 0;
+  if (run_threads(ctx, 2, group_rounds, &beta_waiting, msg, msglen)) return 1;
   return finish(ctx, fds0, msg, msglen);
 }
 
@@ -208,14 +259,14 @@ static void two_groups_agree_their_incarnations_on_two_threads(void **s) {
 }
 
 /* ---- free from another thread during the block's rendezvous ----
- * Rank 1 comes late, so rank 0's rendezvous is still gathering when its
- * other thread frees the block: the free is deferred (returns 0 at once),
- * and the rendezvous, once done, reports that its block was freed and
- * leaves nothing behind. */
+ * Rank 0's other thread frees the block once the rendezvous waits on the
+ * store for rank 1's request, and only then does rank 1 start: the free is
+ * deferred (returns 0 at once), and the rendezvous, once done, reports
+ * that its block was freed and leaves nothing behind. */
 
 struct free_during {
   void *base;
-  volatile int started;
+  int waiting; /* rank 0's rendezvous waits on the store */
 };
 
 static void *free_during_rendezvous(void *p) {
@@ -224,8 +275,10 @@ static void *free_during_rendezvous(void *p) {
   const mori_rank_ctx *ctx = t->ctx;
   if (t->index == 0) {
     mori_window *w = NULL;
-    __atomic_store_n(&fd->started, 1, __ATOMIC_RELEASE);
-    int rc = mori_symm_rendezvous(fd->base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL);
+    waiting_store ws = waiting_store_of(ctx->store, &fd->waiting);
+    if (ctx->rank == 1 && await_key(ctx->store, "test/freed") != 0)
+      return fail_at(t, "rank 0 never freed its block: %s", mori_last_error());
+    int rc = mori_symm_rendezvous(fd->base, "g", ctx->rank, ctx->world, &ws.base, &w, NULL);
     if (ctx->rank == 0 && rc != MORI_ENOTFOUND)
       return fail_at(t, "rendezvous of a block freed meanwhile returned %d: %s", rc,
                      mori_last_error());
@@ -235,14 +288,15 @@ static void *free_during_rendezvous(void *p) {
     return NULL;
   }
   if (ctx->rank != 0) return NULL;
-  while (!__atomic_load_n(&fd->started, __ATOMIC_ACQUIRE)) sched_yield();
-  sleep_ms(100); /* the rendezvous is now waiting for rank 1's request */
+  await_flag(&fd->waiting); /* the rendezvous waits for rank 1's request */
   if (mori_symm_free(fd->base) != 0) return fail_at(t, "free: %s", mori_last_error());
   mori_symm_stats st;
   mori_symm_stats_get(&st);
   if (st.blocks != 0) return fail_at(t, "the freed block is still in the table");
   if (mori_symm_lookup(fd->base, NULL, NULL) != MORI_ENOTFOUND)
     return fail_at(t, "lookup of the freed block succeeded");
+  if (ctx->store->set(ctx->store, "test/freed", "1", 1) != 0)
+    return fail_at(t, "set: %s", mori_last_error());
   return NULL;
 }
 
@@ -251,7 +305,6 @@ static int free_during_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   int fds0 = mori_count_fds();
   struct free_during fd = {NULL, 0};
   CHECK(mori_symm_alloc(64 * KiB, ctx->rank, &fd.base) == 0, "alloc: %s", mori_last_error());
-  if (ctx->rank == 1) sleep_ms(600);
   if (run_threads(ctx, 2, free_during_rendezvous, &fd, msg, msglen)) return 1;
   if (ctx->rank == 0) {
     mori_symm_stats st;

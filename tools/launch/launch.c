@@ -178,7 +178,6 @@ static void watch_rank(const mori_launch_watch *w, int r, pid_t pid, long *last,
   if (now - moved[r] < w->stall_ms || res->hung) return;
   kill(pid, SIGKILL); /* its pipe reaches EOF; the wait below sees the kill */
   res->hung = 1;
-  res->wall_ms = now;
 }
 
 static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
@@ -294,8 +293,12 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
     if (n < 0 && errno != EINTR) break;
     for (int r = 0; r < world; r++) {
       if (pfd[r].fd < 0) continue;
-      if (watching && pids[r] > 0)
-        watch_rank(watch, r, pids[r], last, moved, now_ms() - t0, &results[r]);
+      if (watching && pids[r] > 0) {
+        int was_hung = results[r].hung;
+        watch_rank(watch, r, pids[r], last, moved,
+                   watch->clock_ms ? watch->clock_ms(watch->ctx) : now_ms() - t0, &results[r]);
+        if (results[r].hung && !was_hung) results[r].wall_ms = now_ms() - t0;
+      }
       if (!(pfd[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char *buf = results[r].msg;
       ssize_t k = read(pfd[r].fd, buf + got[r], sizeof results[r].msg - 1 - got[r]);

@@ -61,6 +61,11 @@ typedef struct mori_launch_watch {
    * ctx->store_dir itself (with ctx->incarnation), so that a failure there is the rank's to
    * report (fault sweeps fail the store's calls too). */
   int store_in_rank;
+  /* The clock stall_ms is measured on, in ms, read as each rank is looked
+   * at; NULL: the monotonic clock.  A test gives a clock of its own (one
+   * that moves with the launcher's looks) to tell a stuck rank from a
+   * slow one without waiting out either. */
+  double (*clock_ms)(void *ctx);
 } mori_launch_watch;
 
 /* mori_launch, with deadline_ms only as the last resort against a rank
