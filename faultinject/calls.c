@@ -145,7 +145,7 @@ int mori_fi_call_errors(int call, const int **errors) {
 
 /* ---- HIP error names: the shim's own list (hip_shim.h) ---- */
 
-#define MORI_ERROR_ROW(e) {e, #e},
+#define MORI_ERROR_ROW(e, value) {e, #e},
 static const struct {
   int code;
   const char *name;

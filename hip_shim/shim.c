@@ -25,7 +25,7 @@
 
 /* ---- error names ---- */
 
-#define MORI_ERROR_ROW(e) {e, #e},
+#define MORI_ERROR_ROW(e, value) {e, #e},
 static const struct {
   hipError_t code;
   const char *name;

@@ -5,7 +5,9 @@ set -euo pipefail
 # libamdhip64-5 and libhiprtc-builtins5: Debian's ROCm 5.2 runtime, whose
 # hiprtc compiles the signal kernels' HIP source in tests/kernels (no GPU);
 # libamdhip64-dev: the real <hip/hip_runtime_api.h>, beside which every
-# installed header must compile (tests/install/headers_compile.sh).
+# installed header must compile (tests/install/headers_compile.sh); both
+# are also the real HIP 5.2.3 the rocm-labelled tests check the hip backend's
+# bring-up and the shim's ABI facts against.
 # python3-venv and python3-pip: tests/python installs the package's wheel
 # and a stand-in of AMD's mori into a fresh venv (local wheels, no index).
 pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3 pkgconf

@@ -33,101 +33,49 @@
 extern "C" {
 #endif
 
-/* ---- types mirroring HIP (values from hip_runtime_api.h, ROCm >= 6.2) -- */
+/* ---- types mirroring HIP (ROCm >= 6.2) ----
+ *
+ * Every value, size and offset below comes from, or is checked against,
+ * the rows of mori/hip_abi_facts.h; tests/rocm checks the rows HIP 5.2.3
+ * shares with 6.2+ against Debian's real HIP header. */
 
-typedef enum hipError_t {
-  hipSuccess = 0,
-  hipErrorInvalidValue = 1,
-  hipErrorOutOfMemory = 2,
-  hipErrorNotInitialized = 3,
-  hipErrorInvalidDevice = 101,
-  hipErrorInvalidContext = 201,
-  hipErrorMapFailed = 205,
-  hipErrorUnmapFailed = 206,
-  hipErrorAlreadyMapped = 208,
-  hipErrorNotMapped = 211,
-  hipErrorInvalidHandle = 400,
-  hipErrorNotFound = 500,
-  hipErrorNotReady = 600,
-  hipErrorPeerAccessUnsupported = 217,
-  hipErrorIllegalAddress = 700,
-  hipErrorLaunchFailure = 719,
-  hipErrorNotSupported = 801,
-  hipErrorLaunchTimeOut = 702,  /* sim: a stream wait that timed out */
-  hipErrorUnknown = 999,
-  hipErrorRuntimeOther = 1053   /* the shim: backend not built or not available */
-} hipError_t;
+#include "mori/hip_abi_facts.h"
 
-/* Every hipError_t above, once: the shim's names and the fault schedule's
- * error names both expand this list. */
-#define MORI_HIP_ERROR_LIST(X) \
-  X(hipSuccess) \
-  X(hipErrorInvalidValue) \
-  X(hipErrorOutOfMemory) \
-  X(hipErrorNotInitialized) \
-  X(hipErrorInvalidDevice) \
-  X(hipErrorInvalidContext) \
-  X(hipErrorMapFailed) \
-  X(hipErrorUnmapFailed) \
-  X(hipErrorAlreadyMapped) \
-  X(hipErrorNotMapped) \
-  X(hipErrorPeerAccessUnsupported) \
-  X(hipErrorInvalidHandle) \
-  X(hipErrorNotFound) \
-  X(hipErrorNotReady) \
-  X(hipErrorIllegalAddress) \
-  X(hipErrorLaunchTimeOut) \
-  X(hipErrorLaunchFailure) \
-  X(hipErrorNotSupported) \
-  X(hipErrorUnknown) \
-  X(hipErrorRuntimeOther)
+#define MORI_HIP_ENUM_ROW(name, value) name = value,
+
+/* Besides HIP's own uses: hipErrorLaunchTimeOut is also the sim's stream
+ * wait that timed out, hipErrorRuntimeOther the shim's "backend not built
+ * or not available". */
+typedef enum hipError_t { MORI_HIP_SHARED_hipError_t(MORI_HIP_ENUM_ROW) } hipError_t;
+
+/* Every hipError_t above, once, as X(name, value): the shim's names and the
+ * fault schedule's error names both expand this list. */
+#define MORI_HIP_ERROR_LIST(X) MORI_HIP_SHARED_hipError_t(X)
 
 typedef enum hipMemAllocationType {
-  hipMemAllocationTypeInvalid = 0x0,
-  hipMemAllocationTypePinned = 0x1,
-  hipMemAllocationTypeUncached = 0x40000000,
-  hipMemAllocationTypeMax = 0x7FFFFFFF
+  MORI_HIP_SHARED_hipMemAllocationType(MORI_HIP_ENUM_ROW)
+  MORI_HIP_NEWER_hipMemAllocationType(MORI_HIP_ENUM_ROW)
 } hipMemAllocationType;
 
 typedef enum hipMemAllocationHandleType {
-  hipMemHandleTypeNone = 0x0,
-  hipMemHandleTypePosixFileDescriptor = 0x1,
-  hipMemHandleTypeWin32 = 0x2,
-  hipMemHandleTypeWin32Kmt = 0x4,
-  hipMemHandleTypeFabric = 0x8  /* declared from ROCm 7.14; value is ABI */
+  MORI_HIP_SHARED_hipMemAllocationHandleType(MORI_HIP_ENUM_ROW)
+  MORI_HIP_NEWER_hipMemAllocationHandleType(MORI_HIP_ENUM_ROW)
 } hipMemAllocationHandleType;
 
 typedef enum hipMemLocationType {
-  hipMemLocationTypeInvalid = 0,
-  hipMemLocationTypeDevice = 1
+  MORI_HIP_SHARED_hipMemLocationType(MORI_HIP_ENUM_ROW)
 } hipMemLocationType;
 
-typedef enum hipMemAccessFlags {
-  hipMemAccessFlagsProtNone = 0,
-  hipMemAccessFlagsProtRead = 1,
-  hipMemAccessFlagsProtReadWrite = 3
-} hipMemAccessFlags;
+typedef enum hipMemAccessFlags { MORI_HIP_SHARED_hipMemAccessFlags(MORI_HIP_ENUM_ROW) } hipMemAccessFlags;
 
 typedef enum hipMemAllocationGranularity_flags {
-  hipMemAllocationGranularityMinimum = 0x0,
-  hipMemAllocationGranularityRecommended = 0x1
+  MORI_HIP_SHARED_hipMemAllocationGranularity_flags(MORI_HIP_ENUM_ROW)
 } hipMemAllocationGranularity_flags;
 
-typedef enum hipMemcpyKind {
-  hipMemcpyHostToHost = 0,
-  hipMemcpyHostToDevice = 1,
-  hipMemcpyDeviceToHost = 2,
-  hipMemcpyDeviceToDevice = 3,
-  hipMemcpyDefault = 4
-} hipMemcpyKind;
+typedef enum hipMemcpyKind { MORI_HIP_SHARED_hipMemcpyKind(MORI_HIP_ENUM_ROW) } hipMemcpyKind;
 
 /* hipStreamWaitValue32 flags (same numbers as CU_STREAM_WAIT_VALUE_*). */
-enum {
-  hipStreamWaitValueGte = 0x0,
-  hipStreamWaitValueEq = 0x1,
-  hipStreamWaitValueAnd = 0x2,
-  hipStreamWaitValueNor = 0x3
-};
+enum { MORI_HIP_SHARED_STREAM_WAIT_FLAGS(MORI_HIP_ENUM_ROW) };
 
 /* HIP's own hipDeviceAttribute_t numbers shift between releases, so the shim
  * defines stable values of its own and each backend translates them. */
@@ -166,19 +114,17 @@ typedef struct hipMemFabricHandle_t {
   unsigned char data[MORI_HIP_FABRIC_HANDLE_SIZE];
 } hipMemFabricHandle_t;
 
-typedef struct ihipMemGenericAllocationHandle *hipMemGenericAllocationHandle_t;
-typedef struct ihipStream_t *hipStream_t;
-typedef struct ihipEvent_t *hipEvent_t;
+#define MORI_HIP_HANDLE_TYPEDEF(name, tag) typedef struct tag *name;
+MORI_HIP_SHARED_HANDLES(MORI_HIP_HANDLE_TYPEDEF)
+#undef MORI_HIP_HANDLE_TYPEDEF
 
 /* hipStreamCreateWithFlags / hipEventCreateWithFlags flags (CUDA's numbers
  * too: CU_STREAM_NON_BLOCKING, CU_EVENT_DISABLE_TIMING). */
-enum { hipStreamDefault = 0x0, hipStreamNonBlocking = 0x1 };
-enum { hipEventDefault = 0x0, hipEventBlockingSync = 0x1, hipEventDisableTiming = 0x2 };
+enum { MORI_HIP_SHARED_STREAM_FLAGS(MORI_HIP_ENUM_ROW) };
+enum { MORI_HIP_SHARED_EVENT_FLAGS(MORI_HIP_ENUM_ROW) };
 
 typedef enum hipStreamCaptureStatus {
-  hipStreamCaptureStatusNone = 0,
-  hipStreamCaptureStatusActive = 1,
-  hipStreamCaptureStatusInvalidated = 2
+  MORI_HIP_SHARED_hipStreamCaptureStatus(MORI_HIP_ENUM_ROW)
 } hipStreamCaptureStatus;
 typedef void *hipDeviceptr_t;
 
@@ -186,12 +132,7 @@ typedef void *hipDeviceptr_t;
  * in array order (HIP's layout, which is CUDA's: 48 bytes an entry).  The
  * shim takes 32-bit waits and writes. */
 typedef enum hipStreamBatchMemOpType {
-  hipStreamMemOpWaitValue32 = 0x1,
-  hipStreamMemOpWriteValue32 = 0x2,
-  hipStreamMemOpFlushRemoteWrites = 0x3,
-  hipStreamMemOpWaitValue64 = 0x4,
-  hipStreamMemOpWriteValue64 = 0x5,
-  hipStreamMemOpBarrier = 0x6
+  MORI_HIP_NEWER_hipStreamBatchMemOpType(MORI_HIP_ENUM_ROW)
 } hipStreamBatchMemOpType;
 
 typedef union hipStreamBatchMemOpParams {
@@ -221,25 +162,26 @@ typedef union hipStreamBatchMemOpParams {
 /* The most operations one batch takes (HIP's and CUDA's "less than 256"). */
 #define MORI_HIP_BATCH_MAX 255
 
-/* The ABI is what mori's HIP backend passes to libamdhip64 by pointer. */
+#undef MORI_HIP_ENUM_ROW
+
+/* The ABI is what mori's HIP backend passes to libamdhip64 by pointer: the
+ * mirror's sizes and offsets are the facts' rows. */
 #ifdef __cplusplus
 #define MORI_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #else
 #define MORI_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
-MORI_STATIC_ASSERT(sizeof(hipMemLocation) == 8, "hipMemLocation ABI");
-MORI_STATIC_ASSERT(sizeof(hipMemAllocationProp) == 32, "hipMemAllocationProp ABI");
-MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, requestedHandleType) == 4, "ABI");
-MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, location) == 8, "ABI");
-MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, win32HandleMetaData) == 16, "ABI");
-MORI_STATIC_ASSERT(offsetof(hipMemAllocationProp, allocFlags) == 24, "ABI");
-MORI_STATIC_ASSERT(sizeof(hipMemAccessDesc) == 12, "hipMemAccessDesc ABI");
-MORI_STATIC_ASSERT(sizeof(hipMemFabricHandle_t) == 64, "fabric handle ABI");
-MORI_STATIC_ASSERT(sizeof(hipError_t) == 4, "hipError_t ABI");
-MORI_STATIC_ASSERT(sizeof(hipStreamBatchMemOpParams) == 48, "hipStreamBatchMemOpParams ABI");
-MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.address) == 8, "ABI");
-MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.value) == 16, "ABI");
-MORI_STATIC_ASSERT(offsetof(hipStreamBatchMemOpParams, waitValue.flags) == 24, "ABI");
+#define MORI_HIP_CHECK_SIZE(type, bytes) \
+  MORI_STATIC_ASSERT(sizeof(type) == (bytes), "HIP ABI: sizeof(" #type ") == " #bytes);
+#define MORI_HIP_CHECK_OFFSET(type, member, offset)   \
+  MORI_STATIC_ASSERT(offsetof(type, member) == (offset), \
+                     "HIP ABI: offsetof(" #type ", " #member ") == " #offset);
+MORI_HIP_SHARED_SIZES(MORI_HIP_CHECK_SIZE)
+MORI_HIP_NEWER_SIZES(MORI_HIP_CHECK_SIZE)
+MORI_HIP_SHARED_OFFSETS(MORI_HIP_CHECK_OFFSET)
+MORI_HIP_NEWER_OFFSETS(MORI_HIP_CHECK_OFFSET)
+#undef MORI_HIP_CHECK_SIZE
+#undef MORI_HIP_CHECK_OFFSET
 
 /* ---- the runtime calls of the seam: one list ----
  *
