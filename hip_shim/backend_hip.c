@@ -4,7 +4,8 @@
  * unchanged; what differs between releases (the fd import ABI, attribute
  * numbers) is decided here at run time, never by the headers of the build.
  * In a torch process the runtime torch loaded is the one bound: a second
- * libamdhip64 in one process would be a second HIP runtime.
+ * libamdhip64 in one process would be a second HIP runtime.  A runtime
+ * older than 6.2 is found, judged by its version and refused by name.
  */
 #include "gpu_common.h"
 #include "hip_abi.h"
@@ -343,6 +344,13 @@ static hipError_t hip_device_attribute(int *value, hipDeviceAttribute_t attr, in
 
 /* ---- bring-up ---- */
 
+/* Every file name a runtime may have, newest first: ROCm 7 and 6, Debian's
+ * HIP 5 (libamdhip64-5), and the unversioned name, which is all some
+ * installs have.  A runtime too old is still found, so that the refusal can
+ * say what is installed. */
+static const char *const hip_sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                          "libamdhip64.so.5", "libamdhip64.so"};
+
 static void *hip_lib;
 
 static int hip_fail_init(void) {
@@ -373,13 +381,14 @@ static int find_loaded_runtime(struct dl_phdr_info *info, size_t size, void *dat
   return 1;
 }
 
-/* RTLD_NOLOAD: a handle on the runtime only if it is loaded already. */
-static void *open_loaded_runtime(const char *const *sonames, size_t n, const char **opened) {
+/* RTLD_NOLOAD: a handle on the runtime only if it is loaded already, under
+ * any of the names the search would open, else under any other name. */
+static void *open_loaded_runtime(const char **opened) {
   static char path[PATH_MAX];
-  for (size_t i = 0; i < n; i++) {
-    void *lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  for (size_t i = 0; i < MORI_GPU_COUNT(hip_sonames); i++) {
+    void *lib = dlopen(hip_sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (lib != NULL) {
-      *opened = sonames[i];
+      *opened = hip_sonames[i];
       return lib;
     }
   }
@@ -389,35 +398,113 @@ static void *open_loaded_runtime(const char *const *sonames, size_t n, const cha
   return dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 }
 
-/* Before 6.2 nothing can be shared, and the failure would only show at the
- * first allocation's export as hipErrorNotSupported: say so at bring-up. */
-static int hip_check_release(const char *lib, char *why, size_t whylen) {
-  if (runtime_version >= MORI_HIP_SHARING_SINCE) return 0;
-  snprintf(why, whylen,
-           "%s: ROCm %d.%d (hipRuntimeGetVersion %d) is not supported: mori-symm needs ROCm >= "
-           "6.2 (before it hipMemCreate with a shareable handle type and hipMem{Export,Import}"
-           "ShareableHandle return hipErrorNotSupported)",
-           lib, runtime_version / 10000000, runtime_version / 100000 % 100, runtime_version);
+/* The file the loader mapped for lib (its search result, not the name
+ * asked for); `opened` where it cannot say. */
+static void loaded_path(void *lib, const char *opened, char *path, size_t len) {
+  struct link_map *map = NULL;
+  if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
+      map->l_name[0] != '\0')
+    snprintf(path, len, "%s", map->l_name);
+  else
+    snprintf(path, len, "%s", opened);
+}
+
+/* The runtime's own answer, asked before anything else is resolved: it
+ * needs no device (HIP 5.2.3 answers 50221153 on a host without one).
+ * 0 with the reason in why where it does not answer. */
+static int version_of_runtime(void *lib, char *why, size_t whylen) {
+  hipError_t (*get)(int *);
+  const char *(*name_of)(hipError_t);
+  int version = 0;
+  *(void **)&get = dlsym(lib, "hipRuntimeGetVersion");
+  *(void **)&name_of = dlsym(lib, "hipGetErrorName");
+  if (get == NULL) {
+    snprintf(why, whylen, "no hipRuntimeGetVersion");
+    return 0;
+  }
+  hipError_t e = get(&version);
+  if (e == hipSuccess && version > 0) return version;
+  const char *name = e != hipSuccess && name_of != NULL ? name_of(e) : NULL;
+  if (e == hipSuccess)
+    snprintf(why, whylen, "hipRuntimeGetVersion gave %d", version);
+  else
+    snprintf(why, whylen, "hipRuntimeGetVersion: %s (%d)", name ? name : "unknown hipError_t",
+             (int)e);
+  return 0;
+}
+
+/* The library's own version, from the name of the file behind any links:
+ * libamdhip64.so.MAJOR.MINOR[.PATCH] (Debian's is libamdhip64.so.5.2.21153).
+ * 0 where the name carries none; real receives the file's path. */
+static int version_of_file(const char *path, char *real, size_t len) {
+  static const char stem[] = "libamdhip64.so.";
+  char buf[PATH_MAX];
+  unsigned major = 0, minor = 0, patch = 0;
+  if (realpath(path, buf) == NULL) return 0;
+  snprintf(real, len, "%s", buf);
+  const char *base = strrchr(buf, '/');
+  base = base ? base + 1 : buf;
+  if (strncmp(base, stem, sizeof stem - 1) != 0 ||
+      sscanf(base + sizeof stem - 1, "%u.%u.%u", &major, &minor, &patch) < 2 || major > 200 ||
+      minor > 99 || patch > 99999)
+    return 0;
+  return MORI_HIP_VERSION((int)major, (int)minor, (int)patch);
+}
+
+/* HIP older than 6.2 cannot share VMM memory (6.0 and 6.1 return
+ * hipErrorNotSupported from a shareable hipMemCreate, from export and from
+ * import): refused at bring-up in one message that names what was found,
+ * where, and the minimum, rather than at the first allocation or by the
+ * symbols a later release added. */
+static int hip_refuse_old(int version, const char *file, const char *how, char *why,
+                          size_t whylen) {
+  if (version >= MORI_HIP_SHARING_SINCE) return 0;
+  snprintf(why, whylen, "found HIP %d.%d.%d (%s, %s); mori-symm needs HIP >= %d.%d (ROCm %d.%d)",
+           MORI_HIP_MAJOR(version), MORI_HIP_MINOR(version), MORI_HIP_PATCH(version), file, how,
+           MORI_HIP_MAJOR(MORI_HIP_SHARING_SINCE), MORI_HIP_MINOR(MORI_HIP_SHARING_SINCE),
+           MORI_HIP_MAJOR(MORI_HIP_SHARING_SINCE), MORI_HIP_MINOR(MORI_HIP_SHARING_SINCE));
   return -1;
 }
 
+static int hip_refuse_old_runtime(int version, const char *file, char *why, size_t whylen) {
+  char how[64];
+  snprintf(how, sizeof how, "hipRuntimeGetVersion %d", version);
+  return hip_refuse_old(version, file, how, why, whylen);
+}
+
+/* The runtime judged by its version before the rest is resolved: by its own
+ * answer, else by its file name.  Where neither tells (not a HIP runtime at
+ * all, or no version anywhere) the symbols and hipInit decide, and the
+ * version is judged again after them. */
+static int hip_judge(void *lib, const char *path, char *why, size_t whylen) {
+  char unanswered[128], real[PATH_MAX], how[192];
+  int version = version_of_runtime(lib, unanswered, sizeof unanswered);
+  if (version > 0) return hip_refuse_old_runtime(version, path, why, whylen);
+  version = version_of_file(path, real, sizeof real);
+  if (version == 0) return 0;
+  snprintf(how, sizeof how, "from its file name; %s", unanswered);
+  return hip_refuse_old(version, real, how, why, whylen);
+}
+
 /* MORI_SYMM_HIP_LIB if set (the user's decision); else the runtime already
- * in the process; else the sonames, newest first. */
+ * in the process; else the first of the sonames that loads.  Then: the
+ * version, every symbol, hipInit, the version the fd ABI follows. */
 static int hip_init(char *why, size_t whylen) {
-  static const char *const sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6"};
-  const char *opened = sonames[0], *env = getenv("MORI_SYMM_HIP_LIB");
+  const char *opened = hip_sonames[0], *env = getenv("MORI_SYMM_HIP_LIB");
+  char path[PATH_MAX];
   hip_lib = NULL;
-  if (env == NULL || *env == '\0')
-    hip_lib = open_loaded_runtime(sonames, MORI_GPU_COUNT(sonames), &opened);
+  if (env == NULL || *env == '\0') hip_lib = open_loaded_runtime(&opened);
   if (hip_lib == NULL)
-    hip_lib = mori__gpu_open("MORI_SYMM_HIP_LIB", sonames, MORI_GPU_COUNT(sonames), &opened,
-                             why, whylen);
+    hip_lib = mori__gpu_open("MORI_SYMM_HIP_LIB", hip_sonames, MORI_GPU_COUNT(hip_sonames),
+                             &opened, why, whylen);
   if (hip_lib == NULL) return -1;
-  if (mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen) ||
+  loaded_path(hip_lib, opened, path, sizeof path);
+  if (hip_judge(hip_lib, path, why, whylen) ||
+      mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen) ||
       hip_init_step("hipInit", hip.Init(0), why, whylen) ||
       hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why,
                     whylen) ||
-      hip_check_release(opened, why, whylen))
+      hip_refuse_old_runtime(runtime_version, path, why, whylen))
     return hip_fail_init();
   *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
   return 0;

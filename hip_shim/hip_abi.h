@@ -13,6 +13,9 @@
 /* hipRuntimeGetVersion: major * 10^7 + minor * 10^5 + patch. */
 #define MORI_HIP_VERSION(major, minor, patch) \
   ((major) * 10000000 + (minor) * 100000 + (patch))
+#define MORI_HIP_MAJOR(version) ((version) / 10000000)
+#define MORI_HIP_MINOR(version) ((version) / 100000 % 100)
+#define MORI_HIP_PATCH(version) ((version) % 100000)
 
 /* ROCm 6.0 and 6.1 return hipErrorNotSupported from hipMemCreate with a
  * shareable handle type and from export/import (granularity still

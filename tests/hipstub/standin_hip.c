@@ -69,8 +69,11 @@ static hipError_t done(hipError_t e) {
     return done(e_ != hipSuccess ? e_ : mori__shim_sim.entry args);                        \
   } while (0)
 
+/* The release claimed; -1 for "error": a runtime that cannot say, whose
+ * hipRuntimeGetVersion fails. */
 static int claimed_version(void) {
   const char *v = getenv("MORI_STANDIN_HIP_VERSION");
+  if (v != NULL && strcmp(v, "error") == 0) return -1;
   return v != NULL && *v != '\0' ? atoi(v) : STANDIN_DEFAULT_VERSION;
 }
 
@@ -78,6 +81,7 @@ hipError_t hipInit(unsigned int flags) { return done(ready()); }
 
 hipError_t hipRuntimeGetVersion(int *version) {
   if (version == NULL) return done(hipErrorInvalidValue);
+  if (claimed_version() < 0) return done(hipErrorNotInitialized);
   *version = claimed_version();
   return done(hipSuccess);
 }

@@ -177,8 +177,9 @@ const mori_env_var mori_env_vars[] = {
     {"MORI_STANDIN_TRACE", MORI_ENV_TESTS, "1", "off",
      "the stand-in runtimes of tests/hipstub print the sim's detail behind each error",
      "tests/hipstub"},
-    {"MORI_STANDIN_HIP_VERSION", MORI_ENV_TESTS, "N", "the stand-in's",
-     "the runtime version the stand-in libamdhip64 reports",
+    {"MORI_STANDIN_HIP_VERSION", MORI_ENV_TESTS, "N|error", "the stand-in's",
+     "the runtime version the stand-in libamdhip64 reports (error: its hipRuntimeGetVersion "
+     "fails)",
      "tests/hipstub"},
     {"MORI_STANDIN_CUDA_VERSION", MORI_ENV_TESTS, "N", "the stand-in's",
      "the driver version the stand-in libcuda reports",
@@ -190,8 +191,13 @@ const mori_env_var mori_env_vars[] = {
      "a runtime test_bringup loads first, as torch does",
      "tests/hipstub"},
     {"MORI_TEST_EXPECT_HIP", MORI_ENV_TESTS, "PATH", "required",
-     "the runtime file test_bringup expects the hip backend to bind",
-     "tests/hipstub"},
+     "the runtime file test_bringup and test_real_runtime expect the hip backend to bind "
+     "(or, for Debian's HIP 5.2.3, to judge and refuse)",
+     "tests/hipstub, tests/rocm"},
+    {"MORI_TEST_EXPECT_MAPPED", MORI_ENV_TESTS, "N", "required",
+     "how many libamdhip64 files test_real_runtime may find in /proc/self/maps after the "
+     "bring-up, each the expected one",
+     "tests/rocm"},
     {"MORI_TEST_HIP_PARTIAL", MORI_ENV_TESTS, "PATH", "required",
      "a runtime missing symbols, for test_missing",
      "tests/hipstub"},
