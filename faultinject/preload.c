@@ -395,6 +395,9 @@ static hipError_t fi_leave(fi_call *c, const fi_arg *argv, uintptr_t released) {
 #define FI_PACK_3(a, b, c) {FI_ARG(a), FI_ARG(b), FI_ARG(c)}
 #define FI_PACK_4(a, b, c, d) {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d)}
 #define FI_PACK_5(a, b, c, d, e) {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d), FI_ARG(e)}
+#define FI_PACK_11(a, b, c, d, e, f, g, h, i, j, k)                                      \
+  {FI_ARG(a), FI_ARG(b), FI_ARG(c), FI_ARG(d), FI_ARG(e), FI_ARG(f), FI_ARG(g), FI_ARG(h), \
+   FI_ARG(i), FI_ARG(j), FI_ARG(k)}
 
 /* The key a releasing row gives back (its registry column), 0 for others. */
 #define FI_RELEASED(op, kind, key, size, when) FI_RELEASED_##op(key)

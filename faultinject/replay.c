@@ -344,10 +344,12 @@ static hipError_t do_memcpy_async(replay *r) {
   return mori_hipMemcpyAsync(dst, src, n, (hipMemcpyKind)num(r, 3), NULL);
 }
 
-/* A batch's operations are not in the trace (a list the format has no
- * word for): the replay takes a batch as done, as it takes a wait as
- * signalled. */
-static hipError_t do_batch(replay *r) { return hipSuccess; }
+/* What the trace does not hold, the replay takes as done, as it takes a
+ * wait as signalled: a batch's operations (a list the format has no word
+ * for); a module's image, a kernel's name and its parameters (so its
+ * load, lookup, launch and unload); the host memory a kernel reports
+ * into (never named in a later line). */
+static hipError_t do_taken_as_done(replay *r) { return hipSuccess; }
 
 static const row_fn rows[MORI_FI_CALL__HIP_COUNT] = {
     [MORI_FI_CALL_hipMemCreate] = do_create,
@@ -386,7 +388,13 @@ static const row_fn rows[MORI_FI_CALL__HIP_COUNT] = {
     [MORI_FI_CALL_hipEventDestroy] = do_event,
     [MORI_FI_CALL_hipMemsetAsync] = do_memset_async,
     [MORI_FI_CALL_hipMemcpyAsync] = do_memcpy_async,
-    [MORI_FI_CALL_hipStreamBatchMemOp] = do_batch,
+    [MORI_FI_CALL_hipStreamBatchMemOp] = do_taken_as_done,
+    [MORI_FI_CALL_hipModuleLoadData] = do_taken_as_done,
+    [MORI_FI_CALL_hipModuleGetFunction] = do_taken_as_done,
+    [MORI_FI_CALL_hipModuleLaunchKernel] = do_taken_as_done,
+    [MORI_FI_CALL_hipModuleUnload] = do_taken_as_done,
+    [MORI_FI_CALL_hipHostMalloc] = do_taken_as_done,
+    [MORI_FI_CALL_hipHostFree] = do_taken_as_done,
 };
 
 /* A call that failed in the trace but succeeded here: give back what it

@@ -53,6 +53,13 @@ static struct {
   mori__cuEventDestroy_v2_fn EventDestroy;
   mori__cuMemsetD8Async_fn MemsetD8Async;
   mori__cuMemcpyAsync_fn MemcpyAsync;
+  mori__cuModuleLoadData_fn ModuleLoadData;
+  mori__cuModuleGetFunction_fn ModuleGetFunction;
+  mori__cuLaunchKernel_fn LaunchKernel;
+  mori__cuModuleUnload_fn ModuleUnload;
+  mori__cuMemHostAlloc_fn MemHostAlloc;
+  mori__cuMemFreeHost_fn MemFreeHost;
+  mori__cuMemHostGetDevicePointer_v2_fn MemHostGetDevicePointer;
   /* Not in the table: a driver without it still runs everything, the
    * shim issuing a batch's operations one by one. */
   mori__cuStreamBatchMemOp_v2_fn StreamBatchMemOp;
@@ -99,6 +106,13 @@ static const struct mori__gpu_symbol cu_symbols[] = {
     MORI_GPU_SYMBOL("cuEventDestroy_v2", cu.EventDestroy),
     MORI_GPU_SYMBOL("cuMemsetD8Async", cu.MemsetD8Async),
     MORI_GPU_SYMBOL("cuMemcpyAsync", cu.MemcpyAsync),
+    MORI_GPU_SYMBOL("cuModuleLoadData", cu.ModuleLoadData),
+    MORI_GPU_SYMBOL("cuModuleGetFunction", cu.ModuleGetFunction),
+    MORI_GPU_SYMBOL("cuLaunchKernel", cu.LaunchKernel),
+    MORI_GPU_SYMBOL("cuModuleUnload", cu.ModuleUnload),
+    MORI_GPU_SYMBOL("cuMemHostAlloc", cu.MemHostAlloc),
+    MORI_GPU_SYMBOL("cuMemFreeHost", cu.MemFreeHost),
+    MORI_GPU_SYMBOL("cuMemHostGetDevicePointer_v2", cu.MemHostGetDevicePointer),
 };
 
 /* ---- errors: CUresult to the nearest hipError_t ---- */
@@ -125,6 +139,14 @@ static const struct mori__gpu_error cu_errors[] = {
     {MORI__CUDA_ERROR_ILLEGAL_ADDRESS, hipErrorIllegalAddress},
     {MORI__CUDA_ERROR_LAUNCH_TIMEOUT, hipErrorLaunchTimeOut},
     {MORI__CUDA_ERROR_LAUNCH_FAILED, hipErrorLaunchFailure},
+    {MORI__CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, hipErrorLaunchFailure},
+    /* PTX this driver cannot compile or run: the module is not usable here
+     * (the core's automatic engine then keeps stream memory operations). */
+    {MORI__CUDA_ERROR_INVALID_IMAGE, hipErrorNotSupported},
+    {MORI__CUDA_ERROR_NO_BINARY_FOR_GPU, hipErrorNotSupported},
+    {MORI__CUDA_ERROR_INVALID_PTX, hipErrorNotSupported},
+    {MORI__CUDA_ERROR_JIT_COMPILER_NOT_FOUND, hipErrorNotSupported},
+    {MORI__CUDA_ERROR_UNSUPPORTED_PTX_VERSION, hipErrorNotSupported},
     /* A fabric handle without an IMEX domain: to the caller's probe this
      * is "this handle type is not available here", as on ROCm. */
     {MORI__CUDA_ERROR_NOT_PERMITTED, hipErrorNotSupported},
@@ -651,6 +673,80 @@ static int cuda_init(char *why, size_t whylen) {
   return 0;
 }
 
+/* ---- the signal kernels: a module of PTX, JIT-compiled by the driver ---- */
+
+/* The image's PTX; the HIP source is hiprtc's, not the driver's. */
+static hipError_t cuda_module_load(hipModule_t *module, const void *image) {
+  const mori_module_image *m = image;
+  mori__CUmodule mod = NULL;
+  if (m == NULL || m->ptx == NULL) {
+    mori__shim_detail("cuModuleLoadData: the image carries no PTX");
+    return hipErrorInvalidValue;
+  }
+  hipError_t e = current("cuModuleLoadData");
+  if (e == hipSuccess) e = cu_check("cuModuleLoadData", cu.ModuleLoadData(&mod, m->ptx));
+  if (e == hipSuccess) *module = (hipModule_t)(void *)mod;
+  return e;
+}
+
+static hipError_t cuda_module_function(hipFunction_t *function, hipModule_t module,
+                                       const char *kname) {
+  mori__CUfunction f = NULL;
+  hipError_t e = current("cuModuleGetFunction");
+  if (e == hipSuccess)
+    e = cu_check("cuModuleGetFunction",
+                 cu.ModuleGetFunction(&f, (mori__CUmodule)(void *)module, kname));
+  if (e == hipSuccess) *function = (hipFunction_t)(void *)f;
+  return e;
+}
+
+static hipError_t cuda_launch_kernel(hipFunction_t f, unsigned int gx, unsigned int gy,
+                                     unsigned int gz, unsigned int bx, unsigned int by,
+                                     unsigned int bz, unsigned int shared, hipStream_t stream,
+                                     void **params, void **extra) {
+  hipError_t e = current("cuLaunchKernel");
+  return e ? e
+           : cu_check("cuLaunchKernel", cu.LaunchKernel((mori__CUfunction)(void *)f, gx, gy, gz,
+                                                        bx, by, bz, shared, CU_STREAM(stream),
+                                                        params, extra));
+}
+
+static hipError_t cuda_module_unload(hipModule_t module) {
+  hipError_t e = current("cuModuleUnload");
+  return e ? e : cu_check("cuModuleUnload", cu.ModuleUnload((mori__CUmodule)(void *)module));
+}
+
+/* Mapped (and portable) pinned memory: with unified addressing its device
+ * address is its host address, which the shim's convention promises; a
+ * driver that says otherwise is refused rather than given a pointer the
+ * device cannot use. */
+static hipError_t cuda_host_malloc(void **ptr, size_t size, unsigned int flags) {
+  mori__CUdeviceptr d = 0;
+  void *p = NULL;
+  if (flags & ~(unsigned)(hipHostMallocPortable | hipHostMallocMapped)) {
+    mori__shim_detail("cuMemHostAlloc: flags 0x%x have no CUDA equivalent", flags);
+    return hipErrorInvalidValue;
+  }
+  hipError_t e = current("cuMemHostAlloc");
+  if (e == hipSuccess) e = cu_check("cuMemHostAlloc", cu.MemHostAlloc(&p, size, flags));
+  if (e == hipSuccess && (flags & hipHostMallocMapped))
+    e = cu_check("cuMemHostGetDevicePointer", cu.MemHostGetDevicePointer(&d, p, 0));
+  if (e == hipSuccess && (flags & hipHostMallocMapped) && d != DPTR(p)) {
+    mori__shim_detail("cuMemHostAlloc: device address 0x%llx is not the host address %p "
+                      "(no unified addressing)", (unsigned long long)d, p);
+    e = hipErrorNotSupported;
+  }
+  if (e == hipSuccess) *ptr = p;
+  else if (p != NULL) (void)cu.MemFreeHost(p);
+  return e;
+}
+
+static hipError_t cuda_host_free(void *ptr) {
+  if (ptr == NULL) return hipSuccess;
+  hipError_t e = current("cuMemFreeHost");
+  return e ? e : cu_check("cuMemFreeHost", cu.MemFreeHost(ptr));
+}
+
 const struct mori__shim_backend mori__shim_cuda = {
     .name = "cuda",
     .init = cuda_init,
@@ -691,4 +787,10 @@ const struct mori__shim_backend mori__shim_cuda = {
     .hipMemcpyAsync = cuda_memcpy_async,
     .hipGetLastError = NULL, /* the driver keeps no per-thread sticky error */
     .hipRuntimeGetVersion = cuda_runtime_version,
+    .hipModuleLoadData = cuda_module_load,
+    .hipModuleGetFunction = cuda_module_function,
+    .hipModuleLaunchKernel = cuda_launch_kernel,
+    .hipModuleUnload = cuda_module_unload,
+    .hipHostMalloc = cuda_host_malloc,
+    .hipHostFree = cuda_host_free,
 };

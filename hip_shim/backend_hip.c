@@ -9,10 +9,12 @@
  */
 #include "gpu_common.h"
 #include "hip_abi.h"
+#include "hiprtc.h"
 
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +63,14 @@ static struct {
   hipError_t (*EventDestroy)(hipEvent_t);
   hipError_t (*MemsetAsync)(void *, int, size_t, hipStream_t);
   hipError_t (*MemcpyAsync)(void *, const void *, size_t, hipMemcpyKind, hipStream_t);
+  hipError_t (*ModuleLoadData)(hipModule_t *, const void *);
+  hipError_t (*ModuleGetFunction)(hipFunction_t *, hipModule_t, const char *);
+  hipError_t (*ModuleLaunchKernel)(hipFunction_t, unsigned int, unsigned int, unsigned int,
+                                   unsigned int, unsigned int, unsigned int, unsigned int,
+                                   hipStream_t, void **, void **);
+  hipError_t (*ModuleUnload)(hipModule_t);
+  hipError_t (*HostMalloc)(void **, size_t, unsigned int);
+  hipError_t (*HostFree)(void *);
   /* Not in the table (newer ROCm releases have it): without it the shim issues a
    * batch's operations one by one. */
   hipError_t (*StreamBatchMemOp)(hipStream_t, unsigned int, hipStreamBatchMemOpParams *,
@@ -107,6 +117,12 @@ static const struct mori__gpu_symbol hip_symbols[] = {
     MORI_GPU_SYMBOL("hipEventDestroy", hip.EventDestroy),
     MORI_GPU_SYMBOL("hipMemsetAsync", hip.MemsetAsync),
     MORI_GPU_SYMBOL("hipMemcpyAsync", hip.MemcpyAsync),
+    MORI_GPU_SYMBOL("hipModuleLoadData", hip.ModuleLoadData),
+    MORI_GPU_SYMBOL("hipModuleGetFunction", hip.ModuleGetFunction),
+    MORI_GPU_SYMBOL("hipModuleLaunchKernel", hip.ModuleLaunchKernel),
+    MORI_GPU_SYMBOL("hipModuleUnload", hip.ModuleUnload),
+    MORI_GPU_SYMBOL("hipHostMalloc", hip.HostMalloc),
+    MORI_GPU_SYMBOL("hipHostFree", hip.HostFree),
 };
 
 static int runtime_version; /* from hipRuntimeGetVersion at bring-up */
@@ -342,7 +358,7 @@ static hipError_t hip_device_attribute(int *value, hipDeviceAttribute_t attr, in
   return hipErrorInvalidValue;
 }
 
-/* ---- bring-up ---- */
+/* ---- the signal kernels: HIP source, compiled by the runtime's hiprtc ---- */
 
 /* Every file name a runtime may have, newest first: ROCm 7 and 6, Debian's
  * HIP 5 (libamdhip64-5), and the unversioned name, which is all some
@@ -352,6 +368,67 @@ static const char *const hip_sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6"
                                           "libamdhip64.so.5", "libamdhip64.so"};
 
 static void *hip_lib;
+
+/* The code object of the last source compiled: a process loads the module
+ * once per device, and its devices share one target in practice (hiprtc
+ * compiles for the current device's). */
+static struct {
+  pthread_mutex_t lock;
+  const char *source;
+  void *code;
+  size_t size;
+} compiled = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static hipError_t hip_module_load(hipModule_t *module, const void *image) {
+  const mori_module_image *m = image;
+  char why[1024];
+  hipError_t e = hipSuccess;
+  if (m == NULL || m->hip_source == NULL) {
+    mori__shim_detail("hipModuleLoadData: the image carries no HIP source");
+    return hipErrorInvalidValue;
+  }
+  pthread_mutex_lock(&compiled.lock);
+  if (compiled.source != m->hip_source) {
+    free(compiled.code);
+    compiled.source = NULL;
+    if (mori__hiprtc_compile(hip_lib, m->hip_source, m->name ? m->name : "module", NULL,
+                             &compiled.code, &compiled.size, why, sizeof why) == 0) {
+      compiled.source = m->hip_source;
+    } else {
+      mori__shim_detail("hipModuleLoadData: %s", why);
+      e = hipErrorNotSupported;
+    }
+  }
+  if (e == hipSuccess) e = HIP_CALL(ModuleLoadData, (module, compiled.code));
+  pthread_mutex_unlock(&compiled.lock);
+  return e;
+}
+
+static hipError_t hip_module_function(hipFunction_t *function, hipModule_t module,
+                                      const char *kname) {
+  return HIP_CALL(ModuleGetFunction, (function, module, kname));
+}
+
+static hipError_t hip_launch_kernel(hipFunction_t f, unsigned int gx, unsigned int gy,
+                                    unsigned int gz, unsigned int bx, unsigned int by,
+                                    unsigned int bz, unsigned int shared, hipStream_t stream,
+                                    void **params, void **extra) {
+  return HIP_CALL(ModuleLaunchKernel, (f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
+}
+
+static hipError_t hip_module_unload(hipModule_t module) {
+  return HIP_CALL(ModuleUnload, (module));
+}
+
+/* hipHostMallocMapped memory is addressed alike on host and devices under
+ * ROCm's unified addressing: the shim's convention holds as it is. */
+static hipError_t hip_host_malloc(void **ptr, size_t size, unsigned int flags) {
+  return HIP_CALL(HostMalloc, (ptr, size, flags));
+}
+
+static hipError_t hip_host_free(void *ptr) { return HIP_CALL(HostFree, (ptr)); }
+
+/* ---- bring-up ---- */
 
 static int hip_fail_init(void) {
   memset(&hip, 0, sizeof hip);
@@ -550,4 +627,10 @@ const struct mori__shim_backend mori__shim_hip = {
     .hipMemcpyAsync = hip_memcpy_async,
     .hipGetLastError = hip_clear_last_error,
     .hipRuntimeGetVersion = hip_runtime_version,
+    .hipModuleLoadData = hip_module_load,
+    .hipModuleGetFunction = hip_module_function,
+    .hipModuleLaunchKernel = hip_launch_kernel,
+    .hipModuleUnload = hip_module_unload,
+    .hipHostMalloc = hip_host_malloc,
+    .hipHostFree = hip_host_free,
 };

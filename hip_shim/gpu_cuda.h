@@ -18,6 +18,8 @@ typedef unsigned long long mori__CUmemGenericAllocationHandle;
 typedef struct CUctx_st *mori__CUcontext;
 typedef struct CUstream_st *mori__CUstream;
 typedef struct CUevent_st *mori__CUevent;
+typedef struct CUmod_st *mori__CUmodule;
+typedef struct CUfunc_st *mori__CUfunction;
 typedef unsigned int mori__CUstreamCaptureStatus;
 typedef unsigned int mori__CUdevice_attribute;
 typedef unsigned int mori__CUmemAllocationHandleType;
@@ -38,13 +40,19 @@ enum {
   MORI__CUDA_ERROR_MAP_FAILED = 205,
   MORI__CUDA_ERROR_UNMAP_FAILED = 206,
   MORI__CUDA_ERROR_ALREADY_MAPPED = 208,
+  MORI__CUDA_ERROR_INVALID_IMAGE = 200,
+  MORI__CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   MORI__CUDA_ERROR_NOT_MAPPED = 211,
   MORI__CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+  MORI__CUDA_ERROR_INVALID_PTX = 218,
+  MORI__CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
+  MORI__CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   MORI__CUDA_ERROR_OPERATING_SYSTEM = 304,
   MORI__CUDA_ERROR_INVALID_HANDLE = 400,
   MORI__CUDA_ERROR_NOT_FOUND = 500,
   MORI__CUDA_ERROR_NOT_READY = 600,
   MORI__CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  MORI__CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   MORI__CUDA_ERROR_LAUNCH_TIMEOUT = 702,
   MORI__CUDA_ERROR_LAUNCH_FAILED = 719,
   MORI__CUDA_ERROR_NOT_PERMITTED = 800,
@@ -76,6 +84,8 @@ enum {
   MORI__CU_EVENT_DEFAULT = 0x0,
   MORI__CU_EVENT_BLOCKING_SYNC = 0x1,
   MORI__CU_EVENT_DISABLE_TIMING = 0x2,
+  MORI__CU_MEMHOSTALLOC_PORTABLE = 0x1,
+  MORI__CU_MEMHOSTALLOC_DEVICEMAP = 0x2,
   MORI__CU_STREAM_CAPTURE_STATUS_NONE = 0,
   MORI__CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
   MORI__CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
@@ -201,5 +211,17 @@ typedef mori__CUresult (*mori__cuMemsetD8Async_fn)(mori__CUdeviceptr dst, unsign
                                                   size_t count, mori__CUstream stream);
 typedef mori__CUresult (*mori__cuMemcpyAsync_fn)(mori__CUdeviceptr dst, mori__CUdeviceptr src,
                                                 size_t size, mori__CUstream stream);
+typedef mori__CUresult (*mori__cuModuleLoadData_fn)(mori__CUmodule *module, const void *image);
+typedef mori__CUresult (*mori__cuModuleGetFunction_fn)(mori__CUfunction *function,
+                                                      mori__CUmodule module, const char *name);
+typedef mori__CUresult (*mori__cuLaunchKernel_fn)(
+    mori__CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+    unsigned int sharedMemBytes, mori__CUstream stream, void **kernelParams, void **extra);
+typedef mori__CUresult (*mori__cuModuleUnload_fn)(mori__CUmodule module);
+typedef mori__CUresult (*mori__cuMemHostAlloc_fn)(void **ptr, size_t size, unsigned int flags);
+typedef mori__CUresult (*mori__cuMemFreeHost_fn)(void *ptr);
+typedef mori__CUresult (*mori__cuMemHostGetDevicePointer_v2_fn)(mori__CUdeviceptr *dptr,
+                                                               void *ptr, unsigned int flags);
 
 #endif

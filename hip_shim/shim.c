@@ -178,10 +178,11 @@ enum registry_kind {
   KIND_MAPPING,
   KIND_EXPORTED_FD,
   KIND_DEVICE_ALLOC,
+  KIND_HOST_ALLOC,
   KIND__COUNT
 };
-static const char *const kind_names[KIND__COUNT] = {"handle", "reservation", "mapping",
-                                                    "exported fd", "device allocation"};
+static const char *const kind_names[KIND__COUNT] = {
+    "handle", "reservation", "mapping", "exported fd", "device allocation", "host allocation"};
 
 struct registry_entry {
   enum registry_kind kind;
@@ -239,6 +240,7 @@ void mori_shim_registry(mori_shim_registry_counts *out) {
   out->mappings = c[KIND_MAPPING];
   out->exported_fds = c[KIND_EXPORTED_FD];
   out->device_allocs = c[KIND_DEVICE_ALLOC];
+  out->host_allocs = c[KIND_HOST_ALLOC];
 }
 
 long mori_shim_registry_total(void) {

@@ -90,6 +90,10 @@ static const char *const rules[RULE_COUNT] = {
     [RULE_UNKNOWN_EVENT] = "unknown or destroyed event",
     [RULE_STREAM_FLAGS] = "stream flags must be hipStreamDefault or hipStreamNonBlocking",
     [RULE_CAPTURE] = "not permitted on a stream in capture (or capture misused)",
+    [RULE_UNKNOWN_MODULE] = "unknown or unloaded module",
+    [RULE_UNKNOWN_FUNCTION] = "not a function of a loaded module",
+    [RULE_LAUNCH_SHAPE] = "the sim runs a kernel as one block (grid 1x1x1, block Nx1x1, no "
+                          "shared memory)",
 };
 
 hipError_t mori__sim_contract(const char *call, enum mori__sim_rule rule, const char *fmt, ...) {
@@ -433,5 +437,11 @@ const struct mori__shim_backend mori__shim_sim = {
     .hipMemcpyAsync = sim_memcpy_async,
     .hipGetLastError = NULL, /* the sim keeps no sticky error of its own */
     .hipRuntimeGetVersion = sim_runtime_version,
+    .hipModuleLoadData = mori__sim_module_load,
+    .hipModuleGetFunction = mori__sim_module_function,
+    .hipModuleLaunchKernel = mori__sim_launch,
+    .hipModuleUnload = mori__sim_module_unload,
+    .hipHostMalloc = mori__sim_host_malloc,
+    .hipHostFree = mori__sim_host_free,
     .own_fds = mori__sim_own_fds,
 };

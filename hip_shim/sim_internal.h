@@ -6,6 +6,7 @@
 #ifndef MORI_SIM_INTERNAL_H
 #define MORI_SIM_INTERNAL_H
 
+#include "mori/signal_kernel.h"
 #include "shim_internal.h"
 
 #include <pthread.h>
@@ -93,6 +94,9 @@ enum mori__sim_rule {
   RULE_UNKNOWN_EVENT,
   RULE_STREAM_FLAGS,
   RULE_CAPTURE,
+  RULE_UNKNOWN_MODULE,
+  RULE_UNKNOWN_FUNCTION,
+  RULE_LAUNCH_SHAPE,
   RULE_COUNT
 };
 
@@ -165,8 +169,11 @@ hipError_t mori__sim_word(const char *call, void *p, int need_write, uint32_t **
 
 /* ---- streams and events (sim_stream.c) ---- */
 
-/* A stream memory operation, a fill or a copy, as a stream runs it. */
-enum mori__sim_op_kind { MORI__SIM_OP_WRITE, MORI__SIM_OP_WAIT, MORI__SIM_OP_FILL, MORI__SIM_OP_COPY };
+/* A stream memory operation, a fill, a copy or a kernel, as a stream runs it. */
+enum mori__sim_op_kind {
+  MORI__SIM_OP_WRITE, MORI__SIM_OP_WAIT, MORI__SIM_OP_FILL, MORI__SIM_OP_COPY, MORI__SIM_OP_KERNEL
+};
+struct mori__sim_kernel; /* a row of sim_kernel.c's models */
 struct mori__sim_op {
   enum mori__sim_op_kind kind;
   void *dst;
@@ -174,6 +181,8 @@ struct mori__sim_op {
   size_t size;
   uint32_t value, mask; /* write: value; wait: condition flags, value, mask */
   unsigned flags;
+  const struct mori__sim_kernel *kernel; /* a kernel: its model, and its argument */
+  struct mori_signal_args args;          /* (copied at the launch) */
 };
 /* Runs op on stream (its checks already passed): at once on the caller's
  * thread in sync mode, after the stream's earlier work in async mode, into
@@ -199,6 +208,31 @@ hipError_t mori__sim_event_record(hipEvent_t event, hipStream_t stream) MORI__SI
 hipError_t mori__sim_event_query(hipEvent_t event) MORI__SIM_HIDDEN;
 hipError_t mori__sim_event_sync(hipEvent_t event) MORI__SIM_HIDDEN;
 hipError_t mori__sim_event_destroy(hipEvent_t event) MORI__SIM_HIDDEN;
+/* Spins until (*p & mask) meets value under flags, for at most bound_ms
+ * (a short spin, then growing pauses); 0 when met, -1 past the bound, the
+ * word's last value in *last. */
+int mori__sim_spin(const uint32_t *p, uint32_t value, unsigned flags, uint32_t mask, long bound_ms,
+                   uint32_t *last) MORI__SIM_HIDDEN;
+
+/* Whether any stream of the process captures (sim_stream.c). */
+int mori__sim_capturing(void) MORI__SIM_HIDDEN;
+
+/* ---- modules, kernels, mapped host memory (sim_kernel.c) ---- */
+
+hipError_t mori__sim_module_load(hipModule_t *module, const void *image) MORI__SIM_HIDDEN;
+hipError_t mori__sim_module_function(hipFunction_t *function, hipModule_t module,
+                                     const char *kname) MORI__SIM_HIDDEN;
+hipError_t mori__sim_launch(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
+                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                            hipStream_t stream, void **params, void **extra) MORI__SIM_HIDDEN;
+hipError_t mori__sim_module_unload(hipModule_t module) MORI__SIM_HIDDEN;
+hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) MORI__SIM_HIDDEN;
+hipError_t mori__sim_host_free(void *ptr) MORI__SIM_HIDDEN;
+/* Runs a launched kernel's model (a stream's turn has come); a failure's
+ * detail goes to why. */
+hipError_t mori__sim_run_kernel(const struct mori__sim_op *op, char *why,
+                                size_t whylen) MORI__SIM_HIDDEN;
+
 /* Drops the streams' workers in a forked child (they did not survive). */
 void mori__sim_streams_atfork_child(void) MORI__SIM_HIDDEN;
 

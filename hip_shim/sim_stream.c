@@ -54,15 +54,15 @@ static long elapsed_ms(const struct timespec *since) {
 /* Spins briefly (a peer usually answers within microseconds), then sleeps
  * with doubling pauses up to 1 ms so that 16 waiting ranks on 2 cores still
  * leave the writers room to run. */
-static int spin_until(const uint32_t *p, uint32_t value, unsigned flags, uint32_t mask,
-                      uint32_t *last) {
+int mori__sim_spin(const uint32_t *p, uint32_t value, unsigned flags, uint32_t mask, long bound_ms,
+                   uint32_t *last) {
   struct timespec start, pause = {0, 1000};
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (unsigned spin = 0;; spin++) {
     *last = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     if (wait_ops[flags].met(*last, value, mask)) return 0;
     if (spin < 64) continue;
-    if (elapsed_ms(&start) >= mori__sim_config.wait_timeout_ms) return -1;
+    if (elapsed_ms(&start) >= bound_ms) return -1;
     nanosleep(&pause, NULL);
     if (pause.tv_nsec < 1000000) pause.tv_nsec *= 2;
   }
@@ -75,6 +75,7 @@ static const char *const op_calls[] = {
     [MORI__SIM_OP_WAIT] = "hipStreamWaitValue32",
     [MORI__SIM_OP_FILL] = "hipMemsetAsync",
     [MORI__SIM_OP_COPY] = "hipMemcpyAsync",
+    [MORI__SIM_OP_KERNEL] = "hipModuleLaunchKernel",
 };
 
 /* Runs one operation whose checks passed, through the engine (sim_vmm.c):
@@ -91,7 +92,9 @@ static hipError_t run_op(const char *call, const struct mori__sim_op *op, char *
     return e;
   case MORI__SIM_OP_WAIT:
     if ((e = mori__sim_word(call, op->dst, 0, &word, why, whylen)) != hipSuccess) return e;
-    if (spin_until(word, op->value, op->flags, op->mask, &last) == 0) return hipSuccess;
+    if (mori__sim_spin(word, op->value, op->flags, op->mask, mori__sim_config.wait_timeout_ms,
+                       &last) == 0)
+      return hipSuccess;
     snprintf(why, whylen,
              "%s: hipErrorLaunchTimeOut: (*%p & 0x%x) %s 0x%x still false after %ld ms (last "
              "value 0x%x; MORI_SIM_WAIT_TIMEOUT_MS)",
@@ -102,6 +105,8 @@ static hipError_t run_op(const char *call, const struct mori__sim_op *op, char *
     return mori__sim_fill(call, op->dst, (int)op->value, op->size, why, whylen);
   case MORI__SIM_OP_COPY:
     return mori__sim_copy(call, op->dst, op->src, op->size, why, whylen);
+  case MORI__SIM_OP_KERNEL:
+    return mori__sim_run_kernel(op, why, whylen);
   }
   return hipErrorUnknown;
 }
@@ -518,6 +523,17 @@ hipError_t mori__sim_event_destroy(hipEvent_t event) {
 }
 
 /* ---- capture and replay ---- */
+
+/* Whether any stream captures: calls a runtime refuses during a capture of
+ * global mode (CUDA's and HIP's default, torch's) are refused then. */
+int mori__sim_capturing(void) {
+  int n = 0;
+  once();
+  pthread_mutex_lock(&lock);
+  for (struct sim_stream *s = streams; s != NULL; s = s->next) n += s->capture != NULL;
+  pthread_mutex_unlock(&lock);
+  return n > 0;
+}
 
 hipError_t mori__sim_begin_capture(hipStream_t stream) {
   static const char call[] = "mori_sim_begin_capture";

@@ -426,6 +426,7 @@ int mori_symm_release_all(void) {
   int rc = mori__release_all(all, n); /* unlocks */
   free(all);
   mori__signal_release_all();
+  mori__kernel_release_all();
   return rc;
 }
 

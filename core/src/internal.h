@@ -216,6 +216,7 @@ struct mori_window {
   long id;                  /* process-unique, for log lines */
   int rank, world_size;
   int handle_type, direct_access;
+  int shared_device;        /* a peer uses this rank's device (signal.c's engine choice) */
   mori_fsm fsm;
   void *span;
   size_t stride;
@@ -294,6 +295,8 @@ int mori__service_stream(int device, hipStream_t *out);
 int mori__stream_capturing(hipStream_t stream, int *captured);
 /* Releases the private streams and events (release_all). */
 void mori__signal_release_all(void);
+/* Unloads the signal kernels' modules (release_all; kernel.c). */
+void mori__kernel_release_all(void);
 
 /* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
 

@@ -196,6 +196,10 @@ int mori_validate_world(const mori_request *reqs, int world_size, int self,
   info->handle_type = reqs[0].handle_type;
   info->same_host = first_other_host(reqs, world_size, self) < 0;
   info->world_within_direct_access = unreachable < 0;
+  info->shared_device = 0;
+  for (int i = 0; i < world_size; i++)
+    info->shared_device |= i != self && reqs[i].device == reqs[self].device &&
+                           memcmp(reqs[i].host_id, reqs[self].host_id, MORI_WIRE_HOST_ID_SIZE) == 0;
   info->alloc_size = reqs[0].alloc_size;
   return 0;
 }

@@ -49,8 +49,16 @@
  * and captured calls use different cells: a put and the wait that consumes
  * it must both be captured or both not, as every rank must capture a
  * barrier if one does.
+ *
+ * Two engines do this work: the memory operations above, and one small
+ * kernel per form (core/kernels/signal.cu, launched by kernel.c) that does
+ * the same on the same cells with the same values, so ranks on different
+ * engines meet.  engine() chooses per window and form (the table
+ * `automatic`, MORI_SYMM_SIGNAL_ENGINE): memory operations wherever a peer
+ * shares this rank's device, where a spinning kernel would wait for the
+ * other process's time slice.
  */
-#include "watchdog.h"
+#include "kernel.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +66,14 @@
 enum region { REGION_BARRIER, REGION_SIGNAL, REGION_ACK, REGION_PUT, REGION_PUT_ACK };
 _Static_assert(REGION_PUT_ACK + 1 == MORI_WIRE_SIGNAL_REGIONS, "one region per cell kind");
 
+/* The offset of area r of this window's slot from a pad's base. */
+static size_t area(const mori_window *w, enum region r) {
+  return (size_t)(1 + w->signal_slot * MORI_WIRE_SIGNAL_REGIONS + r) * w->block->signal_pad_size;
+}
+
 static uint32_t *cell(const mori_window *w, int owner, enum region r, int channel, int index) {
-  char *area = (char *)w->pad_ptrs[owner] +
-               (size_t)(1 + w->signal_slot * MORI_WIRE_SIGNAL_REGIONS + r) *
-                   w->block->signal_pad_size;
-  return (uint32_t *)area + (size_t)channel * (size_t)w->world_size + (size_t)index;
+  return (uint32_t *)((char *)w->pad_ptrs[owner] + area(w, r)) +
+         (size_t)channel * (size_t)w->world_size + (size_t)index;
 }
 
 static uint32_t phase(uint64_t n) { return 1u << (n % 3); }
@@ -70,7 +81,7 @@ static uint32_t phase(uint64_t n) { return 1u << (n % 3); }
 /* ---- counts (mori_symm_signal_stats) ---- */
 
 static struct {
-  long remote_writes, local_writes, local_waits, remote_waits, captured, calls;
+  long remote_writes, local_writes, local_waits, remote_waits, captured, calls, kernels;
 } counts;
 
 static void count(long *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
@@ -82,7 +93,9 @@ void mori_symm_signal_stats_get(mori_symm_signal_stats *out) {
   out->remote_waits = __atomic_load_n(&counts.remote_waits, __ATOMIC_RELAXED);
   out->captured = __atomic_load_n(&counts.captured, __ATOMIC_RELAXED);
   out->calls = __atomic_load_n(&counts.calls, __ATOMIC_RELAXED);
+  out->kernels = __atomic_load_n(&counts.kernels, __ATOMIC_RELAXED);
   mori__watch_counts(&out->watched, &out->expired);
+  out->expired += mori__kernel_expired(); /* a kernel that gave up, as a wait released */
 }
 
 /* ---- the barrier's shape: MORI_SYMM_BARRIER ---- */
@@ -94,12 +107,18 @@ void mori_symm_signal_stats_get(mori_symm_signal_stats *out) {
 enum shape { SHAPE_FLAT, SHAPE_DISSEMINATION, SHAPE_INVALID };
 static const char *const shape_names[] = {"flat", "dissemination"};
 
+/* The index of environment variable var's value in names[0, n): dflt when
+ * it is unset or empty, n for any other value. */
+static int env_choice(const char *var, const char *const *names, int n, int dflt) {
+  const char *v = getenv(var);
+  if (v == NULL || *v == '\0') return dflt;
+  for (int i = 0; i < n; i++)
+    if (strcmp(v, names[i]) == 0) return i;
+  return n;
+}
+
 static enum shape barrier_shape(void) {
-  const char *v = getenv("MORI_SYMM_BARRIER");
-  if (v == NULL || *v == '\0') return SHAPE_FLAT;
-  for (int s = 0; s < SHAPE_INVALID; s++)
-    if (strcmp(v, shape_names[s]) == 0) return (enum shape)s;
-  return SHAPE_INVALID;
+  return (enum shape)env_choice("MORI_SYMM_BARRIER", shape_names, SHAPE_INVALID, SHAPE_FLAT);
 }
 
 /* MORI_SYMM_MEMOP_BATCH=0: one runtime call per operation (to measure the
@@ -107,6 +126,28 @@ static enum shape barrier_shape(void) {
 static int batching(void) {
   const char *v = getenv("MORI_SYMM_MEMOP_BATCH");
   return v == NULL || strcmp(v, "0") != 0;
+}
+
+/* ---- the engine: memory operations or a kernel ---- */
+
+enum engine { ENGINE_MEMOP, ENGINE_KERNEL, ENGINE_AUTO, ENGINE_INVALID };
+static const char *const engine_names[] = {"memop", "kernel", "auto"};
+enum form { FORM_EAGER, FORM_CAPTURED };
+
+/* What the automatic engine uses for each form where no peer shares this
+ * rank's device.  mori-gpu-bench's signal and graph tables decide each row
+ * (docs/performance.md, "Memory operations or one kernel per signal");
+ * until a GPU run fills them these are the expected winners: in a graph a
+ * barrier is 6(N-1) memops in one batch node (10.2 us a barrier on an
+ * H200) where torch's is one kernel node; eagerly one batch costs the host
+ * 1.7 us against an empty kernel launch's 3.3 us. */
+static const enum engine automatic[] = {[FORM_EAGER] = ENGINE_MEMOP,
+                                        [FORM_CAPTURED] = ENGINE_KERNEL};
+
+/* MORI_SYMM_SIGNAL_ENGINE=auto|memop|kernel (unset: auto). */
+static enum engine engine_setting(void) {
+  return (enum engine)env_choice("MORI_SYMM_SIGNAL_ENGINE", engine_names, ENGINE_INVALID,
+                                 ENGINE_AUTO);
 }
 
 /* ---- a call's operations ---- */
@@ -123,20 +164,17 @@ struct op {
   const char *what;
 };
 
-/* Eager calls are counted on the host: a barrier per channel, a put per
- * (channel, destination), a wait per (channel, source). */
-enum commit { COMMIT_NONE, COMMIT_FIRST, COMMIT_ALL };
-
 struct plan {
   struct op *ops;
   int n, cap;
-  /* The count this call advances, and when: a barrier's once its first
-   * operation is enqueued (peers may have seen its writes; a call that
-   * enqueued nothing leaves the count alone, or this rank would be a
-   * barrier ahead); a put's or wait's once all of it is (a call that
-   * failed half way is called again whole: its wait is met already). */
+  /* Eager calls are counted on the host (a barrier per channel, a put per
+   * (channel, destination), a wait per (channel, source)): the count this
+   * call advances (NULL in a capture) and to what, once every peer was
+   * written to (run() says why). */
   uint64_t *count, value;
-  enum commit commit;
+  /* The same work as one kernel: its entry and argument. */
+  enum mori__kentry entry;
+  struct mori_signal_args k;
 };
 
 static int plan_add(struct plan *p, struct op op) {
@@ -166,17 +204,34 @@ static int add_wait(struct plan *p, const mori_window *w, enum region r, int cha
 static const char never_signalled[] = "never signalled";
 static const char never_consumed[] = "never consumed the previous signal";
 
-static void plan_count(struct plan *p, uint64_t *count, uint64_t value, enum commit when) {
+static void plan_count(struct plan *p, uint64_t *count, uint64_t value) {
   p->count = count;
   p->value = value;
-  p->commit = when;
+}
+
+/* The kernel doing the plan's work: entry, and its argument but for what
+ * the launch fills (the tables, the failure words, the bound). */
+static void plan_kernel(struct plan *p, const mori_window *w, enum mori__kentry entry, int channel,
+                        int peer, enum region signal, enum region ack, uint32_t wait_value,
+                        uint32_t write_value) {
+  p->entry = entry;
+  p->k.signal_area = area(w, signal);
+  p->k.ack_area = area(w, ack);
+  p->k.world = w->world_size;
+  p->k.rank = w->rank;
+  p->k.peer = peer;
+  p->k.channel = channel;
+  p->k.wait_value = wait_value;
+  p->k.write_value = write_value;
 }
 
 /* put k (eager): the previous signal consumed, then phase(k) to dst. */
 static int plan_put(struct plan *p, mori_window *w, int dst, int channel) {
   uint64_t *puts = &w->signals->puts[(size_t)channel * (size_t)w->world_size + (size_t)dst];
   uint64_t k = __atomic_load_n(puts, __ATOMIC_RELAXED) + 1;
-  plan_count(p, puts, k, COMMIT_ALL);
+  plan_count(p, puts, k);
+  plan_kernel(p, w, MORI__K_mori_signal_put, channel, dst, REGION_PUT, REGION_PUT_ACK,
+              k > 1 ? phase(k - 1) : 0, phase(k));
   if (k > 1)
     MORI_GUARD(add_wait(p, w, REGION_PUT_ACK, channel, dst, hipStreamWaitValueAnd, phase(k - 1),
                         phase(k - 1), never_consumed));
@@ -187,40 +242,58 @@ static int plan_put(struct plan *p, mori_window *w, int dst, int channel) {
 static int plan_wait(struct plan *p, mori_window *w, int src, int channel) {
   uint64_t *waits = &w->signals->waits[(size_t)channel * (size_t)w->world_size + (size_t)src];
   uint64_t j = __atomic_load_n(waits, __ATOMIC_RELAXED) + 1;
-  plan_count(p, waits, j, COMMIT_ALL);
+  plan_count(p, waits, j);
+  plan_kernel(p, w, MORI__K_mori_signal_wait, channel, src, REGION_PUT, REGION_PUT_ACK, phase(j),
+              phase(j));
   MORI_GUARD(add_wait(p, w, REGION_PUT, channel, src, hipStreamWaitValueAnd, phase(j), phase(j),
                       never_signalled));
   return add_write(p, w, src, REGION_PUT_ACK, channel, w->rank, phase(j));
 }
 
 /* In a capture: the replay-safe forms, every cell back at 0 after a pair. */
-static int plan_captured_put(struct plan *p, const mori_window *w, int dst, int channel) {
+static int add_captured_put(struct plan *p, const mori_window *w, int dst, int channel) {
   MORI_GUARD(add_wait(p, w, REGION_ACK, channel, dst, hipStreamWaitValueEq, 0, 0, never_consumed));
   MORI_GUARD(add_write(p, w, w->rank, REGION_ACK, channel, dst, 1));
   return add_write(p, w, dst, REGION_SIGNAL, channel, w->rank, 1);
 }
 
-static int plan_captured_wait(struct plan *p, const mori_window *w, int src, int channel) {
+static int add_captured_wait(struct plan *p, const mori_window *w, int src, int channel) {
   MORI_GUARD(add_wait(p, w, REGION_SIGNAL, channel, src, hipStreamWaitValueEq, 1, 1,
                       never_signalled));
   MORI_GUARD(add_write(p, w, w->rank, REGION_SIGNAL, channel, src, 0));
   return add_write(p, w, src, REGION_ACK, channel, w->rank, 0);
 }
 
+static int plan_captured_put(struct plan *p, const mori_window *w, int dst, int channel) {
+  plan_kernel(p, w, MORI__K_mori_signal_captured_put, channel, dst, REGION_SIGNAL, REGION_ACK, 0,
+              0);
+  return add_captured_put(p, w, dst, channel);
+}
+
+static int plan_captured_wait(struct plan *p, const mori_window *w, int src, int channel) {
+  plan_kernel(p, w, MORI__K_mori_signal_captured_wait, channel, src, REGION_SIGNAL, REGION_ACK, 0,
+              0);
+  return add_captured_wait(p, w, src, channel);
+}
+
 /* In a capture: put to every peer, then wait for every peer. */
 static int plan_captured_barrier(struct plan *p, const mori_window *w, int channel) {
+  plan_kernel(p, w, MORI__K_mori_signal_captured_barrier, channel, w->rank, REGION_SIGNAL,
+              REGION_ACK, 0, 0);
   for (int i = 1; i < w->world_size; i++)
-    MORI_GUARD(plan_captured_put(p, w, (w->rank + i) % w->world_size, channel));
+    MORI_GUARD(add_captured_put(p, w, (w->rank + i) % w->world_size, channel));
   for (int i = 1; i < w->world_size; i++)
-    MORI_GUARD(plan_captured_wait(p, w, (w->rank + w->world_size - i) % w->world_size, channel));
+    MORI_GUARD(add_captured_wait(p, w, (w->rank + w->world_size - i) % w->world_size, channel));
   return 0;
 }
 
 static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape shape) {
   uint64_t n = __atomic_load_n(&w->signals->barriers[channel], __ATOMIC_RELAXED) + 1;
-  plan_count(p, &w->signals->barriers[channel], n, COMMIT_FIRST);
+  plan_count(p, &w->signals->barriers[channel], n);
   uint32_t mine = phase(n), accept = phase(n) | phase(n + 1);
   int world_size = w->world_size, rank = w->rank;
+  plan_kernel(p, w, MORI__K_mori_signal_barrier, channel, rank, REGION_BARRIER, REGION_BARRIER,
+              accept, mine);
   if (shape == SHAPE_FLAT) {
     for (int i = 1; i < world_size; i++)
       MORI_GUARD(add_write(p, w, (rank + i) % world_size, REGION_BARRIER, channel, rank, mine));
@@ -245,9 +318,12 @@ static void count_op(const mori_window *w, const struct op *op) {
 }
 
 /* ops[0, n) as one runtime call (n <= MORI_HIP_BATCH_MAX), or one call each
- * where batching is off; *done counts the operations enqueued. */
+ * where batching is off; *done counts the operations known to be
+ * enqueued.  *unsure is set when a failed batch may have enqueued some of
+ * its operations: where the runtime has no batch call the shim issues them
+ * one by one and stops at the first that fails. */
 static int enqueue(const mori_window *w, hipStream_t stream, const char *opname, int channel,
-                   const struct op *ops, int n, int batch, int *done) {
+                   const struct op *ops, int n, int batch, int *done, int *unsure) {
   hipStreamBatchMemOpParams params[MORI_HIP_BATCH_MAX];
   hipError_t e = hipSuccess;
   const struct op *failed = &ops[0];
@@ -262,7 +338,9 @@ static int enqueue(const mori_window *w, hipStream_t stream, const char *opname,
     }
     e = mori_hipStreamBatchMemOp(stream, (unsigned)n, params, 0);
     count(&counts.calls);
-    if (e == hipSuccess) *done = n;
+    if (e == hipSuccess) *done += n;
+    else
+      for (int i = 0; i < n; i++) *unsure |= ops[i].kind == OP_WRITE && ops[i].owner != w->rank;
   } else {
     for (int i = 0; i < n && e == hipSuccess; i++) {
       failed = &ops[i];
@@ -288,12 +366,14 @@ static int enqueue(const mori_window *w, hipStream_t stream, const char *opname,
   return 0;
 }
 
-/* Enqueues the plan (in batches of at most MORI_HIP_BATCH_MAX operations);
- * with a timeout (and outside a capture) under the watchdog. */
-static int run(mori_window *w, hipStream_t stream, const char *opname, int channel,
-               const struct plan *p, int timeout_ms, int captured) {
+/* Memory operations: the plan in batches of at most MORI_HIP_BATCH_MAX
+ * operations, with a timeout (and outside a capture) under the watchdog.
+ * *sent: a signal of the call may have reached a peer (a remote write was
+ * enqueued, or a failed batch holding one may have been in part). */
+static int run_memops(mori_window *w, hipStream_t stream, const char *opname, int channel,
+                      const struct plan *p, int timeout_ms, int captured, int *sent) {
   struct mori__watch *watch = NULL;
-  int rc = 0, done = 0, batch = batching();
+  int rc = 0, done = 0, unsure = 0, batch = batching(), reached = 0;
   if (timeout_ms > 0 && !captured) {
     struct mori__watch_cell *cells = mori_malloc((size_t)p->n * sizeof *cells);
     int n = 0;
@@ -309,22 +389,112 @@ static int run(mori_window *w, hipStream_t stream, const char *opname, int chann
   }
   for (int i = 0; i < p->n && rc == 0;) {
     int n = p->n - i < MORI_HIP_BATCH_MAX ? p->n - i : MORI_HIP_BATCH_MAX, before = done;
-    rc = enqueue(w, stream, opname, channel, &p->ops[i], n, batch, &done);
-    for (int k = before; k < done; k++) count_op(w, &p->ops[k]);
-    if (p->commit == COMMIT_FIRST && done > 0)
-      __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
+    rc = enqueue(w, stream, opname, channel, &p->ops[i], n, batch, &done, &unsure);
+    for (int k = before; k < done; k++) {
+      count_op(w, &p->ops[k]);
+      reached += p->ops[k].kind == OP_WRITE && p->ops[k].owner != w->rank;
+    }
     i += n;
   }
-  if (rc == 0 && p->commit == COMMIT_ALL) __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
+  *sent = reached > 0 || unsure;
   if (watch != NULL) {
     int end = mori__watch_end(watch, stream);
     if (rc == 0) rc = end;
   }
   if (captured) count(&counts.captured);
-  /* Where the waits ran in this call (the sim's sync mode), an expiry is
-   * known now. */
-  if (rc == 0) rc = mori__watch_failed(w, opname);
   return rc;
+}
+
+enum call { CALL_PUT, CALL_WAIT, CALL_BARRIER };
+static const char *const call_names[] = {"put_signal", "wait_signal", "barrier"};
+
+/* One kernel: bounded by the call's timeout from its start (0: no bound),
+ * past which it writes the window's failure words and ends.  It has no
+ * watchdog entry: the next call on the window reads those words.  A
+ * launch happened or not: a failed one sent nothing. */
+static int run_kernel(mori_window *w, hipStream_t stream, enum call what, int channel,
+                      struct plan *p, int timeout_ms, int captured) {
+  if (what == CALL_BARRIER && w->world_size == 1) return 0; /* no peer: nothing to do */
+  p->k.timeout_ns = timeout_ms > 0 ? (unsigned long long)timeout_ms * 1000000ull : 0;
+  p->k.timeout_ms = timeout_ms > 0 ? (unsigned)timeout_ms : 0;
+  p->k.code = MORI_SIGNAL_CODE(what, channel);
+  MORI_GUARD(mori__kernel_launch(w, p->entry, &p->k, stream));
+  count(&counts.kernels);
+  if (captured) count(&counts.captured);
+  return 0;
+}
+
+/* A call's count advances when all of it was enqueued.  One that failed
+ * before any of its signals left counts for nothing: called again, it is
+ * the same call (a wait it enqueued is met again).  One that failed after
+ * some had left leaves the window failed for good: its peers saw it (all
+ * of it, or some of them), but this rank did not enqueue all of its waits,
+ * so no count is right.  Counted as done, the call would let this rank
+ * run ahead of a barrier it never waited in, two barriers ahead of a slow
+ * peer, whose cells then hold a phase the three-phase scheme takes for
+ * the wrong barrier; counted as not done, its next barrier reuses a phase
+ * its peers passed. */
+static void settle(mori_window *w, const struct plan *p, const char *op, int channel, int rc,
+                   int sent) {
+  if (p->count == NULL) return; /* captured: nothing counts */
+  if (rc == 0) __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
+  else if (sent)
+    mori__signals_fail(w, MORI_ESTATE,
+                       "%s on channel %d failed after some of its signals had left (%s); its "
+                       "peers saw part of it, and the window is failed (window %ld, group %s)",
+                       op, channel, mori_last_error(), w->id, w->group);
+}
+
+/* The engine a form of call uses on w by the setting (auto: memory
+ * operations where a peer shares this rank's device, the form's row of
+ * `automatic` elsewhere). */
+static enum engine engine_of(const mori_window *w, enum engine setting, int captured) {
+  if (setting != ENGINE_AUTO) return setting;
+  return w->shared_device ? ENGINE_MEMOP : automatic[captured ? FORM_CAPTURED : FORM_EAGER];
+}
+
+/* The engine of a call.  An eager dissemination barrier stays memory
+ * operations whatever the setting (the barrier kernel is flat; every rank
+ * has the same MORI_SYMM_BARRIER).  The kernels are made ready (kernel.c)
+ * at the window's first call outside a capture if any form may use them:
+ * a module load and a pinned allocation are not permitted in a CUDA
+ * capture of global mode (torch's).  The automatic engine keeps memory
+ * operations where they are not ready: on a runtime that cannot load them
+ * at all (kernel.c logs why, once), after a failure to ready them (tried
+ * again at the next call), and for a captured call before any eager one
+ * (the engines meet on the same cells, so a rank may differ from its
+ * peers).  A forced kernel readies them where it is and fails the call if
+ * it cannot. */
+static int choose(mori_window *w, enum call what, int captured, enum shape shape,
+                  enum engine *out) {
+  const char *name = call_names[what];
+  enum engine setting = engine_setting(), e;
+  int forced = setting == ENGINE_KERNEL, unsupported = 0, rc = 0;
+  if (setting == ENGINE_INVALID)
+    return mori__error(MORI_EINVAL,
+                       "%s: MORI_SYMM_SIGNAL_ENGINE=%s: expected auto, memop or kernel", name,
+                       getenv("MORI_SYMM_SIGNAL_ENGINE"));
+  e = engine_of(w, setting, captured);
+  if (e == ENGINE_KERNEL && what == CALL_BARRIER && !captured && shape == SHAPE_DISSEMINATION)
+    e = ENGINE_MEMOP;
+  int wanted = e == ENGINE_KERNEL || engine_of(w, setting, 1) == ENGINE_KERNEL ||
+               engine_of(w, setting, 0) == ENGINE_KERNEL;
+  if (wanted && (forced || !captured) && !mori__kernel_ready(w))
+    rc = mori__kernel_prepare(w, &unsupported);
+  if (rc != 0 && forced) {
+    mori__error_prefix("%s: the signal kernels: ", name);
+    return rc;
+  }
+  if (e == ENGINE_KERNEL && !mori__kernel_ready(w)) e = ENGINE_MEMOP;
+  *out = e;
+  return 0;
+}
+
+/* A window failed by the watchdog, by a kernel that gave up, or by a call
+ * that failed after some of its signals had left. */
+static int window_failed(const mori_window *w, const char *op) {
+  MORI_GUARD(mori__watch_failed(w, op));
+  return mori__kernel_failed(w, op);
 }
 
 static int check_signal(const mori_window *w, const char *op, int peer, int channel) {
@@ -335,7 +505,7 @@ static int check_signal(const mori_window *w, const char *op, int peer, int chan
   if (channel < 0 || channel >= w->max_channels)
     return mori__error(MORI_ERANGE, "%s: channel %d out of range [0, %d)", op, channel,
                        w->max_channels);
-  return mori__watch_failed(w, op);
+  return window_failed(w, op);
 }
 
 int mori__stream_capturing(hipStream_t stream, int *captured) {
@@ -347,20 +517,21 @@ int mori__stream_capturing(hipStream_t stream, int *captured) {
   return 0;
 }
 
-enum call { CALL_PUT, CALL_WAIT, CALL_BARRIER };
-static const char *const call_names[] = {"put_signal", "wait_signal", "barrier"};
-
 static int signal_call(mori_window *w, enum call what, int peer, int channel, void *stream_arg,
                        int timeout_ms) {
   const char *name = call_names[what];
   hipStream_t stream = (hipStream_t)stream_arg;
-  struct plan p = {NULL, 0, 0, NULL, 0, COMMIT_NONE};
+  struct plan p;
+  memset(&p, 0, sizeof p);
+  enum engine engine = ENGINE_MEMOP;
+  int sent = 0;
   int captured = 0, rc = check_signal(w, name, what == CALL_BARRIER ? w->rank : peer, channel);
   enum shape shape = barrier_shape();
   if (rc == 0 && what == CALL_BARRIER && shape == SHAPE_INVALID)
     rc = mori__error(MORI_EINVAL, "barrier: MORI_SYMM_BARRIER=%s: expected flat or dissemination",
                      getenv("MORI_SYMM_BARRIER"));
   if (rc == 0) rc = mori__stream_capturing(stream, &captured);
+  if (rc == 0) rc = choose(w, what, captured, shape, &engine);
   if (rc == 0) {
     if (what == CALL_PUT)
       rc = captured ? plan_captured_put(&p, w, peer, channel) : plan_put(&p, w, peer, channel);
@@ -371,9 +542,16 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
     else
       rc = plan_barrier(&p, w, channel, shape);
   }
-  if (rc == 0) rc = run(w, stream, name, channel, &p, timeout_ms, captured);
+  if (rc == 0) {
+    rc = engine == ENGINE_KERNEL ? run_kernel(w, stream, what, channel, &p, timeout_ms, captured)
+                                 : run_memops(w, stream, name, channel, &p, timeout_ms, captured,
+                                              &sent);
+    settle(w, &p, name, channel, rc, sent);
+  }
   free(p.ops);
-  return rc;
+  /* Where the waits ran in this call (the sim's sync mode), an expiry is
+   * known now. */
+  return rc != 0 ? rc : window_failed(w, name);
 }
 
 /* Each public call holds a temporary reference (mori__window_enter), so a
@@ -436,10 +614,11 @@ int mori__signal_prepare(mori_window *w) {
 int mori__signal_release(const mori_ledger_entry *e) {
   mori_window *w = (mori_window *)e->value;
   mori__watch_retire(w);
+  int rc = mori__kernel_release(w); /* its failure words: no kernel writes them any more */
   free(w->signals->barriers);
   free(w->signals->puts);
   free(w->signals->waits);
   free(w->signals);
   w->signals = NULL;
-  return 0;
+  return rc;
 }

@@ -213,17 +213,29 @@ static int met(const struct mori__watch_cell *c, uint32_t v) {
   return c->flags == hipStreamWaitValueAnd ? (v & c->value) != 0 : v == c->value;
 }
 
+static void fail_vwindow(const mori_window *w, int rc, const char *fmt, va_list ap) {
+  struct mori__signals *s = w->signals;
+  if (__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE)) return; /* the first failure is the one */
+  vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+  s->failed_rc = rc;
+  __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
+}
+
+void mori__signals_fail(const mori_window *w, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fail_vwindow(w, rc, fmt, ap);
+  va_end(ap);
+}
+
 static void fail_window(const struct mori__watch *x, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void fail_window(const struct mori__watch *x, const char *fmt, ...) {
-  struct mori__signals *s = x->w->signals;
-  if (__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE)) return; /* the first failure is the one */
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+  fail_vwindow(x->w, MORI_ETIMEDOUT, fmt, ap);
   va_end(ap);
-  __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
 }
 
 /* 1: the entry is done (released, or found complete); 0: re-arm it. */
@@ -474,7 +486,7 @@ void mori__watch_retire(const mori_window *w) {
 int mori__watch_failed(const mori_window *w, const char *op) {
   const struct mori__signals *s = w->signals;
   if (s == NULL || !__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE)) return 0;
-  return mori__error(MORI_ETIMEDOUT, "%s: %s", op, s->failure);
+  return mori__error(s->failed_rc, "%s: %s", op, s->failure);
 }
 
 void mori__watch_counts(long *watched, long *expired) {

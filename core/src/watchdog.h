@@ -27,8 +27,11 @@ struct mori__signals {
   uint64_t *barriers; /* per channel: eager barriers enqueued so far */
   uint64_t *puts;     /* per (channel, destination): eager puts enqueued so far */
   uint64_t *waits;    /* per (channel, source): eager waits enqueued so far */
-  int failed;         /* set once, atomically, by the watchdog */
+  int failed;         /* set once, atomically (mori__signals_fail) */
+  int failed_rc;      /* what later calls fail with: MORI_ETIMEDOUT, or MORI_ESTATE */
   char failure[768];  /* written before failed is set */
+  uint32_t *status;   /* the kernels' failure words (kernel.c), once they are ready */
+  int status_seen;    /* a kernel's timeout was reported (counted, logged) */
 };
 
 /* Records the start event on stream and hands the cells to the watchdog
@@ -45,8 +48,13 @@ int mori__watch_end(struct mori__watch *x, hipStream_t stream);
  * retires w's entries, so the watchdog never touches w again.  Never
  * takes mori__lock. */
 void mori__watch_retire(const mori_window *w);
-/* Whether the window was failed by an expired wait; if so sets the error
- * (MORI_ETIMEDOUT with the watchdog's message) and returns it. */
+/* Fails the window for good (the first failure is the one kept): every
+ * later signal call on it fails with rc and the message. */
+void mori__signals_fail(const mori_window *w, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Whether the window was failed (by an expired wait, or by a call that
+ * failed after some of its signals had left); if so sets the error (the
+ * failure's code and message) and returns it. */
 int mori__watch_failed(const mori_window *w, const char *op);
 /* Counts for mori_symm_signal_stats. */
 void mori__watch_counts(long *watched, long *expired);

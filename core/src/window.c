@@ -156,6 +156,7 @@ static int step_validate(void *p) {
   MORI_GUARD(rc);
   r->w->handle_type = (int)info.handle_type;
   r->w->direct_access = info.world_within_direct_access;
+  r->w->shared_device = info.shared_device;
   return 0;
 }
 

@@ -273,7 +273,8 @@ static void call_table_names_every_call_once(void **state) {
   for (int c = 0; c < MORI_FI_CALL__COUNT; c++)
     assert_int_equal(mori_fi_call_releases(c),
                      c == MORI_FI_CALL_hipMemRelease || c == MORI_FI_CALL_hipMemAddressFree ||
-                         c == MORI_FI_CALL_hipMemUnmap || c == MORI_FI_CALL_hipFree);
+                         c == MORI_FI_CALL_hipMemUnmap || c == MORI_FI_CALL_hipFree ||
+                         c == MORI_FI_CALL_hipHostFree);
 }
 
 /* Every OS row of the seam (hip_shim.h) is a call the schedule can fail,

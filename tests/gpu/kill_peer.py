@@ -8,7 +8,12 @@ stream once the wait has been pending for T, the CUDA context must live on
 within T + a margin, naming rank 1 and the channel.  The survivor then
 frees everything (mori.allocator.stats()["ledger_total"] == 0) and exits 0
 from its error handler.  Each survivor writes one line to
-$OUT/kill_peer.<world>.rank<r>: "PASS ..." or "FAIL ...".
+$OUT/kill_peer.<world>.<engine>.rank<r>: "PASS ..." or "FAIL ...".
+
+MORI_SYMM_SIGNAL_ENGINE (auto, memop or kernel; unset: auto) picks the
+signal engine: with memops the watchdog releases the survivor's stream at
+T; with the kernel engine the barrier kernel gives up at T by itself and
+leaves the window's failure words, which the next call reads.
 
 torchrun stops the other workers (SIGTERM) once it sees rank 1 die; the
 survivors ignore SIGTERM from then on, so they finish and report.
@@ -56,13 +61,14 @@ def main() -> int:
     if rank == VICTIM:
         os.kill(os.getpid(), signal.SIGKILL)
 
-    result = os.path.join(out, f"kill_peer.{world}.rank{rank}")
+    engine = os.environ.get("MORI_SYMM_SIGNAL_ENGINE") or "auto"
+    result = os.path.join(out, f"kill_peer.{world}.{engine}.rank{rank}")
     t0 = time.monotonic()
     error = None
     released_ms = None
     try:
         hdl.barrier(channel=1, timeout_ms=TIMEOUT_MS)  # enqueued: the stream waits
-        torch.cuda.synchronize()  # returns once the watchdog released the wait
+        torch.cuda.synchronize()  # returns once the wait was released (or gave up)
         released_ms = (time.monotonic() - t0) * 1e3
         hdl.barrier(channel=1, timeout_ms=TIMEOUT_MS)  # the window is failed: raises
     except RuntimeError as e:
@@ -91,7 +97,8 @@ def main() -> int:
         problems.append(f"ledger_total {ledger} after release_all")
 
     verdict = "FAIL " + "; ".join(problems) if problems else "PASS"
-    line = (f"{verdict} world={world} rank={rank} time_to_error_ms={elapsed_ms:.0f} "
+    line = (f"{verdict} world={world} engine={engine} rank={rank} "
+            f"time_to_error_ms={elapsed_ms:.0f} "
             f"released_ms={released_ms if released_ms is None else round(released_ms)} "
             f"timeout_ms={TIMEOUT_MS} ledger_total={ledger} "
             f"error={error!r}")

@@ -3,11 +3,11 @@
 # dies with SIGKILL after rendezvous; every survivor's barrier must raise
 # within timeout + margin naming rank 1, the context must survive, and the
 # survivor must free everything (ledger 0) and exit 0.  Runs at 2 ranks and
-# at 4 ranks, about 15 s each: one rank per GPU where there are enough GPUs,
-# else ranks share GPUs (rank r on GPU r mod count, overlapping devices
-# allowed, as torch's own backend allows them with
-# TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1).  Prints one line per survivor
-# and "kill_peer: PASS" or "FAIL".
+# at 4 ranks, about 15 s each, once per signal engine (memop, kernel): one
+# rank per GPU where there are enough GPUs, else ranks share GPUs (rank r on
+# GPU r mod count, overlapping devices allowed, as torch's own backend
+# allows them with TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1).  Prints one
+# line per survivor and "kill_peer: PASS" or "FAIL".
 #
 #   OUT (default ./gpu-results/kill_peer), PYTHON, NGPU, KILL_PEER_TIMEOUT_MS
 set -uo pipefail
@@ -35,14 +35,15 @@ if [ "$NGPU" -lt 1 ]; then
 fi
 
 failed=0
+# run WORLD ENGINE [VAR=VALUE...]: the engine is MORI_SYMM_SIGNAL_ENGINE's
 run() {
-  local world=$1; shift
-  local log="$OUT/torchrun.$world.log"
-  rm -f "$OUT"/kill_peer."$world".rank*
+  local world=$1 engine=$2; shift 2
+  local log="$OUT/torchrun.$world.$engine.log"
+  rm -f "$OUT"/kill_peer."$world"."$engine".rank*
   local gpus=$(( NGPU < world ? NGPU : world ))
-  echo "=== kill_peer at $world ranks on $gpus GPU(s) $*"
+  echo "=== kill_peer at $world ranks on $gpus GPU(s), signal engine $engine $*"
   local t0=$SECONDS
-  timeout 180 env "$@" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$world" \
+  timeout 180 env MORI_SYMM_SIGNAL_ENGINE="$engine" "$@" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$world" \
     tests/gpu/kill_peer.py >"$log" 2>&1
   local rc=$?
   grep -h "^kill_peer:" "$log"
@@ -57,16 +58,16 @@ run() {
   fi
   for ((r = 0; r < world; r++)); do
     [ $r -eq 1 ] && continue
-    local f="$OUT/kill_peer.$world.rank$r"
+    local f="$OUT/kill_peer.$world.$engine.rank$r"
     if [ ! -f "$f" ] || ! grep -q "^PASS" "$f"; then
       echo "kill_peer: rank $r of $world did not pass: $(cat "$f" 2>/dev/null || echo 'no result')"
       ok=0
     fi
   done
   if [ $ok = 1 ]; then
-    echo "=== PASS kill_peer $world ranks ($((SECONDS - t0)) s)"
+    echo "=== PASS kill_peer $world ranks, $engine ($((SECONDS - t0)) s)"
   else
-    echo "=== FAIL kill_peer $world ranks ($((SECONDS - t0)) s); log: $log"
+    echo "=== FAIL kill_peer $world ranks, $engine ($((SECONDS - t0)) s); log: $log"
     tail -30 "$log"
     failed=1
   fi
@@ -74,7 +75,11 @@ run() {
 
 # More ranks than GPUs share them: overlapping devices allowed for those.
 shared() { [ "$1" -gt "$NGPU" ] && echo TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1; }
-run 2 $(shared 2)
-run 4 $(shared 4)
+# both signal engines: memops (released by the watchdog) and the kernel
+# (which gives up by itself)
+for engine in memop kernel; do
+  run 2 $engine $(shared 2)
+  run 4 $engine $(shared 4)
+done
 if [ $failed = 0 ]; then echo "kill_peer: PASS"; else echo "kill_peer: FAIL"; fi
 exit $failed

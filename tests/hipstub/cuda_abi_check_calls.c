@@ -32,6 +32,7 @@
 #undef cuEventRecord
 #undef cuMemsetD8Async
 #undef cuMemcpyAsync
+#undef cuMemHostGetDevicePointer
 
 SAME_PROTOTYPE(cuInit);
 SAME_PROTOTYPE(cuDriverGetVersion);
@@ -71,3 +72,10 @@ SAME_PROTOTYPE(cuEventSynchronize);
 SAME_PROTOTYPE(cuEventDestroy_v2);
 SAME_PROTOTYPE(cuMemsetD8Async);
 SAME_PROTOTYPE(cuMemcpyAsync);
+SAME_PROTOTYPE(cuModuleLoadData);
+SAME_PROTOTYPE(cuModuleGetFunction);
+SAME_PROTOTYPE(cuLaunchKernel);
+SAME_PROTOTYPE(cuModuleUnload);
+SAME_PROTOTYPE(cuMemHostAlloc);
+SAME_PROTOTYPE(cuMemFreeHost);
+SAME_PROTOTYPE(cuMemHostGetDevicePointer_v2);

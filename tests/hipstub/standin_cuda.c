@@ -498,3 +498,67 @@ mori__CUresult cuMemcpyAsync(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_
                     : from_hip(mori__shim_sim.hipMemcpyAsync(PTR(dst), PTR(src), size,
                                                            hipMemcpyDefault, HIP_STREAM(stream)));
 }
+
+/* ---- modules and kernels: the driver takes PTX (or a cubin); the sim
+ * models the kernels an image's PTX defines ---- */
+
+#define HIP_MODULE(m) ((hipModule_t)(void *)(m))
+
+mori__CUresult cuModuleLoadData(mori__CUmodule *module, const void *image) {
+  mori__CUresult r = need_context();
+  hipModule_t m = NULL;
+  mori_module_image img = {.ptx = image, .hip_source = NULL, .name = "standin"};
+  if (r == CU_OK && image == NULL) r = MORI__CUDA_ERROR_INVALID_VALUE;
+  if (r == CU_OK) r = from_hip(mori__shim_sim.hipModuleLoadData(&m, &img));
+  if (r == CU_OK) *module = (mori__CUmodule)(void *)m;
+  return r;
+}
+
+mori__CUresult cuModuleGetFunction(mori__CUfunction *function, mori__CUmodule module,
+                                   const char *name) {
+  mori__CUresult r = need_context();
+  hipFunction_t f = NULL;
+  if (r == CU_OK)
+    r = from_hip(mori__shim_sim.hipModuleGetFunction(&f, HIP_MODULE(module), name));
+  if (r == CU_OK) *function = (mori__CUfunction)(void *)f;
+  return r;
+}
+
+mori__CUresult cuLaunchKernel(mori__CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                              unsigned int gridDimZ, unsigned int blockDimX,
+                              unsigned int blockDimY, unsigned int blockDimZ,
+                              unsigned int sharedMemBytes, mori__CUstream stream,
+                              void **kernelParams, void **extra) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r
+                    : from_hip(mori__shim_sim.hipModuleLaunchKernel(
+                          (hipFunction_t)(void *)f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                          blockDimY, blockDimZ, sharedMemBytes, HIP_STREAM(stream), kernelParams,
+                          extra));
+}
+
+mori__CUresult cuModuleUnload(mori__CUmodule module) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipModuleUnload(HIP_MODULE(module)));
+}
+
+/* CU_MEMHOSTALLOC_* have HIP's numbers; the sim's host memory is addressed
+ * alike by host and device, as under unified addressing. */
+mori__CUresult cuMemHostAlloc(void **ptr, size_t size, unsigned int flags) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipHostMalloc(ptr, size, flags));
+}
+
+mori__CUresult cuMemFreeHost(void *ptr) {
+  mori__CUresult r = need_context();
+  return r != CU_OK ? r : from_hip(mori__shim_sim.hipHostFree(ptr));
+}
+
+mori__CUresult cuMemHostGetDevicePointer_v2(mori__CUdeviceptr *dptr, void *ptr,
+                                            unsigned int flags) {
+  mori__CUresult r = need_context();
+  if (r == CU_OK && (dptr == NULL || ptr == NULL || flags != 0))
+    r = MORI__CUDA_ERROR_INVALID_VALUE;
+  if (r == CU_OK) *dptr = (mori__CUdeviceptr)(uintptr_t)ptr;
+  return r;
+}

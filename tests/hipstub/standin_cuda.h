@@ -70,5 +70,18 @@ mori__CUresult cuMemsetD8Async(mori__CUdeviceptr dst, unsigned char value, size_
                                mori__CUstream stream);
 mori__CUresult cuMemcpyAsync(mori__CUdeviceptr dst, mori__CUdeviceptr src, size_t size,
                              mori__CUstream stream);
+mori__CUresult cuModuleLoadData(mori__CUmodule *module, const void *image);
+mori__CUresult cuModuleGetFunction(mori__CUfunction *function, mori__CUmodule module,
+                                   const char *name);
+mori__CUresult cuLaunchKernel(mori__CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                              unsigned int gridDimZ, unsigned int blockDimX,
+                              unsigned int blockDimY, unsigned int blockDimZ,
+                              unsigned int sharedMemBytes, mori__CUstream stream,
+                              void **kernelParams, void **extra);
+mori__CUresult cuModuleUnload(mori__CUmodule module);
+mori__CUresult cuMemHostAlloc(void **ptr, size_t size, unsigned int flags);
+mori__CUresult cuMemFreeHost(void *ptr);
+mori__CUresult cuMemHostGetDevicePointer_v2(mori__CUdeviceptr *dptr, void *ptr,
+                                            unsigned int flags);
 
 #endif

@@ -288,3 +288,88 @@ hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int device) {
     e = hipErrorInvalidValue;
   return done(e);
 }
+
+/* ---- modules, kernels and hiprtc: the stand-in's "code object" is the
+ * source hiprtc was given, whose entries the sim models by name ---- */
+
+hipError_t hipModuleLoadData(hipModule_t *module, const void *image) {
+  mori_module_image img = {.ptx = NULL, .hip_source = image, .name = "standin"};
+  if (image == NULL) return done(hipErrorInvalidValue);
+  SIM(hipModuleLoadData, (module, &img));
+}
+hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, const char *kname) {
+  SIM(hipModuleGetFunction, (function, module, kname));
+}
+hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
+                                 unsigned int gridDimZ, unsigned int blockDimX,
+                                 unsigned int blockDimY, unsigned int blockDimZ,
+                                 unsigned int sharedMemBytes, hipStream_t stream,
+                                 void **kernelParams, void **extra) {
+  SIM(hipModuleLaunchKernel, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                              sharedMemBytes, stream, kernelParams, extra));
+}
+hipError_t hipModuleUnload(hipModule_t module) { SIM(hipModuleUnload, (module)); }
+hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags) {
+  SIM(hipHostMalloc, (ptr, size, flags));
+}
+hipError_t hipHostFree(void *ptr) { SIM(hipHostFree, (ptr)); }
+
+struct standin_hiprtc_program {
+  char *source;
+  int compiled;
+};
+
+enum { RTC_SUCCESS = 0, RTC_INVALID_INPUT = 3, RTC_INVALID_PROGRAM = 5, RTC_COMPILATION = 6 };
+
+int hiprtcCreateProgram(hiprtcProgram *prog, const char *src, const char *name, int numHeaders,
+                        const char **headers, const char **includeNames) {
+  if (prog == NULL || src == NULL || numHeaders != 0) return RTC_INVALID_INPUT;
+  hiprtcProgram p = calloc(1, sizeof *p);
+  if (p == NULL || (p->source = strdup(src)) == NULL) {
+    free(p);
+    return RTC_INVALID_INPUT;
+  }
+  *prog = p;
+  return RTC_SUCCESS;
+}
+/* MORI_STANDIN_HIPRTC_FAIL=1: the compiler refuses, with a log. */
+int hiprtcCompileProgram(hiprtcProgram prog, int numOptions, const char **options) {
+  const char *fail = getenv("MORI_STANDIN_HIPRTC_FAIL");
+  if (prog == NULL) return RTC_INVALID_PROGRAM;
+  if (fail != NULL && strcmp(fail, "1") == 0) return RTC_COMPILATION;
+  prog->compiled = 1;
+  return RTC_SUCCESS;
+}
+static const char rtc_log[] = "standin: compilation refused (MORI_STANDIN_HIPRTC_FAIL=1)";
+int hiprtcGetProgramLogSize(hiprtcProgram prog, size_t *size) {
+  if (prog == NULL || size == NULL) return RTC_INVALID_INPUT;
+  *size = prog->compiled ? 1 : sizeof rtc_log;
+  return RTC_SUCCESS;
+}
+int hiprtcGetProgramLog(hiprtcProgram prog, char *log) {
+  if (prog == NULL || log == NULL) return RTC_INVALID_INPUT;
+  strcpy(log, prog->compiled ? "" : rtc_log);
+  return RTC_SUCCESS;
+}
+int hiprtcGetCodeSize(hiprtcProgram prog, size_t *size) {
+  if (prog == NULL || size == NULL || !prog->compiled) return RTC_INVALID_PROGRAM;
+  *size = strlen(prog->source) + 1;
+  return RTC_SUCCESS;
+}
+int hiprtcGetCode(hiprtcProgram prog, char *code) {
+  if (prog == NULL || code == NULL || !prog->compiled) return RTC_INVALID_PROGRAM;
+  strcpy(code, prog->source);
+  return RTC_SUCCESS;
+}
+int hiprtcDestroyProgram(hiprtcProgram *prog) {
+  if (prog == NULL || *prog == NULL) return RTC_INVALID_PROGRAM;
+  free((*prog)->source);
+  free(*prog);
+  *prog = NULL;
+  return RTC_SUCCESS;
+}
+const char *hiprtcGetErrorString(int result) {
+  return result == RTC_SUCCESS       ? "HIPRTC_SUCCESS"
+         : result == RTC_COMPILATION ? "HIPRTC_ERROR_COMPILATION"
+                                     : "HIPRTC_ERROR";
+}

@@ -65,4 +65,26 @@ hipError_t hipMemcpyAsync(void *dst, const void *src, size_t size, hipMemcpyKind
 hipError_t hipGetDevicePropertiesR0600(void *props, int device);
 hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int device);
 
+hipError_t hipModuleLoadData(hipModule_t *module, const void *image);
+hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, const char *kname);
+hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
+                                 unsigned int gridDimZ, unsigned int blockDimX,
+                                 unsigned int blockDimY, unsigned int blockDimZ,
+                                 unsigned int sharedMemBytes, hipStream_t stream,
+                                 void **kernelParams, void **extra);
+hipError_t hipModuleUnload(hipModule_t module);
+hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags);
+hipError_t hipHostFree(void *ptr);
+/* hiprtc, inside the runtime as in ROCm 5 (hiprtcResult: 0 is success). */
+typedef struct standin_hiprtc_program *hiprtcProgram;
+int hiprtcCreateProgram(hiprtcProgram *prog, const char *src, const char *name, int numHeaders,
+                        const char **headers, const char **includeNames);
+int hiprtcCompileProgram(hiprtcProgram prog, int numOptions, const char **options);
+int hiprtcGetProgramLogSize(hiprtcProgram prog, size_t *size);
+int hiprtcGetProgramLog(hiprtcProgram prog, char *log);
+int hiprtcGetCodeSize(hiprtcProgram prog, size_t *size);
+int hiprtcGetCode(hiprtcProgram prog, char *code);
+int hiprtcDestroyProgram(hiprtcProgram *prog);
+const char *hiprtcGetErrorString(int result);
+
 #endif

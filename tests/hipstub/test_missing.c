@@ -5,8 +5,8 @@
  */
 #include "hipstub_test.h"
 
-#define HIP_SYMBOLS 39  /* entry points the hip backend resolves */
-#define CUDA_SYMBOLS 38 /* entry points the cuda backend resolves */
+#define HIP_SYMBOLS 45  /* entry points the hip backend resolves */
+#define CUDA_SYMBOLS 45 /* entry points the cuda backend resolves */
 
 static const char *select_with(const char *backend, const char *env, const char *lib) {
   assert_int_equal(setenv(env, lib, 1), 0);

@@ -17,46 +17,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ranks.h"
-
-#define MiB (1u << 20)
+#include "signal_rounds.h"
 
 static int async_mode(void) {
   const char *m = getenv("MORI_SIM_STREAMS");
   return m != NULL && strcmp(m, "async") == 0;
 }
 
-static void sleep_ms(int ms) {
-  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-/* A window on a fresh 1 MiB block of this rank's device. */
-static int open_window(const mori_rank_ctx *ctx, const char *group, void **base, mori_window **w,
-                       char *msg, size_t msglen) {
-  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
-  CHECK(mori_symm_alloc(MiB, ctx->rank, base) == 0, "alloc: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(*base, group, ctx->rank, ctx->world, ctx->store, w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
-  return 0;
-}
-
-static int put_word(mori_window *w, int owner, int index, uint32_t v) {
-  uint32_t *p = (uint32_t *)mori_window_buffer_ptrs(w)[owner] + index;
-  return mori_hipMemcpy(p, &v, 4, hipMemcpyHostToDevice) == hipSuccess ? 0 : -1;
-}
-
-static uint32_t get_word(mori_window *w, int owner, int index) {
-  uint32_t v = 0xdeadbeef;
-  (void)mori_hipMemcpy(&v, (uint32_t *)mori_window_buffer_ptrs(w)[owner] + index, 4,
-                       hipMemcpyDeviceToHost);
-  return v;
+/* Whether this run's signal calls of a form are kernels: what
+ * MORI_SYMM_SIGNAL_ENGINE says, or (auto) the engine's table for ranks on
+ * devices of their own, which these tests are: captured ones are. */
+static int kernel_engine(int captured) {
+  const char *e = getenv("MORI_SYMM_SIGNAL_ENGINE");
+  if (e != NULL && strcmp(e, "kernel") == 0) return 1;
+  if (e != NULL && strcmp(e, "memop") == 0) return 0;
+  return captured;
 }
 
 static int ceil_log2(int n) {
@@ -72,25 +47,6 @@ struct barrier_arg {
   int rounds;
 };
 
-/* Round i: every rank writes i into its own word, passes a barrier, and
- * must then read i from every peer; a second barrier keeps the next round's
- * write behind every read.  Rank 0 is late now and then, so a barrier that
- * lets anyone through early is seen. */
-static int ordered_rounds(const mori_rank_ctx *ctx, mori_window *w, int ch, int rounds, char *msg,
-                          size_t msglen) {
-  for (int i = 1; i <= rounds; i++) {
-    if (ctx->rank == 0 && i % 16 == 0) sleep_ms(5);
-    CHECK(put_word(w, ctx->rank, 0, (uint32_t)i) == 0, "write: %s", mori_shim_message());
-    CHECK(mori_window_barrier(w, ch, NULL, 0) == 0, "barrier %d: %s", i, mori_last_error());
-    CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync: %s", mori_shim_message());
-    for (int p = 0; p < ctx->world; p++)
-      CHECK(get_word(w, p, 0) == (uint32_t)i, "round %d: rank %d's word is %u", i, p,
-            get_word(w, p, 0));
-    CHECK(mori_window_barrier(w, ch, NULL, 0) == 0, "barrier %d': %s", i, mori_last_error());
-  }
-  return 0;
-}
-
 static int barrier_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   const struct barrier_arg *a = ctx->arg;
   int fds0 = mori_count_fds();
@@ -103,8 +59,12 @@ static int barrier_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (ordered_rounds(ctx, w, 3, a->rounds, msg, msglen)) return 1;
   mori_symm_signal_stats_get(&s1);
   long barriers = 2L * a->rounds;
-  long writes = a->shape && strcmp(a->shape, "dissemination") == 0 ? ceil_log2(ctx->world)
-                                                                    : ctx->world - 1;
+  int dissemination = a->shape && strcmp(a->shape, "dissemination") == 0;
+  /* the barrier kernel is flat: a dissemination barrier stays memops */
+  int kernel = kernel_engine(0) && !dissemination;
+  long writes = kernel ? 0 : dissemination ? ceil_log2(ctx->world) : ctx->world - 1;
+  CHECK(s1.kernels - s0.kernels == (kernel ? barriers : 0), "%ld kernels for %ld barriers",
+        s1.kernels - s0.kernels, barriers);
   CHECK(s1.remote_writes - s0.remote_writes == barriers * writes,
         "%ld remote writes for %ld barriers", s1.remote_writes - s0.remote_writes, barriers);
   CHECK(s1.local_waits - s0.local_waits == barriers * writes, "%ld waits for %ld barriers",
@@ -134,9 +94,11 @@ static void dissemination_barrier_orders_every_rank_at_6_ranks(void **s) {
 
 /* A barrier whose first operation failed enqueued nothing, so it counts
  * for nothing: called again, the ranks still agree on which barrier it is.
- * ctest runs this case (also) under the fault shim, with MORI_FI failing
- * rank 0's second hipStreamBatchMemOp once (its second barrier, one
- * batch). */
+ * ctest runs this case (also) under the fault shim, one runtime call per
+ * operation (MORI_SYMM_MEMOP_BATCH=0), with MORI_FI failing rank 0's
+ * second hipStreamWriteValue32 once (its second barrier's write, at 2
+ * ranks its only one).  tests/fault/test_fi_signals.c fails every other
+ * operation of a barrier and of a put/wait. */
 static int retry_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0 = mori_count_fds();
   void *base = NULL;
@@ -235,6 +197,15 @@ static int calls_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     CHECK(mori_window_barrier(w, 4, NULL, 0) == 0, "barrier: %s", mori_last_error());
   mori_symm_signal_stats_get(&s2);
   CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  if (kernel_engine(0)) { /* one launch per call, and no memop */
+    long pairs = peer < ctx->world ? rounds : 0;
+    CHECK(s1.kernels - s0.kernels == 2 * pairs && s2.kernels - s1.kernels == barriers &&
+              s2.calls == s0.calls && s2.remote_writes == s0.remote_writes,
+          "%ld put/wait pairs and %ld barriers: %ld and %ld kernels, %ld memop calls", pairs,
+          barriers, s1.kernels - s0.kernels, s2.kernels - s1.kernels, s2.calls - s0.calls);
+    CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+    return ranks_finish(fds0, msg, msglen, "calls");
+  }
   if (peer < ctx->world) {
     long writes = s1.remote_writes - s0.remote_writes, local = s1.local_writes - s0.local_writes,
          waits = s1.local_waits - s0.local_waits, calls = s1.calls - s0.calls;
@@ -275,6 +246,9 @@ static int replay_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
   const int ch = 1;
   CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  /* a warm-up before the capture, as torch's users do: the window's first
+   * eager call readies its kernels (nothing of that may run in a capture) */
+  CHECK(mori_window_barrier(w, 0, s, 0) == 0, "barrier: %s", mori_last_error());
   mori_symm_signal_stats s0, s1;
   mori_symm_signal_stats_get(&s0);
   CHECK(mori_sim_begin_capture(s) == hipSuccess, "capture: %s", mori_shim_message());
@@ -285,9 +259,12 @@ static int replay_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   mori_symm_signal_stats_get(&s1);
   CHECK(s1.captured - s0.captured == 3 && s1.watched == s0.watched,
         "captured %ld calls, watched %ld", s1.captured - s0.captured, s1.watched - s0.watched);
-  /* the captured barrier is a put and a wait per peer: 6(N-1) memops, plus
-   * 3 + 3 for the put and the wait; none a poll of a peer */
-  long each = 2L * (ctx->world - 1) + 2;
+  /* as memops, the captured barrier is a put and a wait per peer: 6(N-1)
+   * memops, plus 3 + 3 for the put and the wait, none a poll of a peer; as
+   * kernels, one node each and no memop */
+  long each = kernel_engine(1) ? 0 : 2L * (ctx->world - 1) + 2;
+  CHECK(s1.kernels - s0.kernels == (kernel_engine(1) ? 3 : 0), "%ld kernels captured",
+        s1.kernels - s0.kernels);
   CHECK(s1.remote_writes - s0.remote_writes == each && s1.local_writes - s0.local_writes == each &&
             s1.local_waits - s0.local_waits == each && s1.remote_waits == 0,
         "captured memops: %ld remote writes, %ld local writes, %ld waits, %ld polls",
@@ -314,6 +291,111 @@ static int replay_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 static void captured_barrier_and_signals_replay_correctly(void **s) {
   ranks_run(3, replay_rank, NULL, 0);
   ranks_run(2, replay_rank, NULL, 0);
+}
+
+/* ---- the engine: memops or a kernel ---- */
+
+/* How many kernels one eager and one captured barrier launch, under
+ * MORI_SYMM_SIGNAL_ENGINE=engine (NULL: unset), on a window whose ranks
+ * have a device each or share device 0. */
+static int engine_counts(const mori_rank_ctx *ctx, const char *engine, int shared, long *eager,
+                         long *captured, char *msg, size_t msglen) {
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s = NULL;
+  mori_sim_graph *g = NULL;
+  char group[32];
+  snprintf(group, sizeof group, "engine%s%d", engine ? engine : "", shared);
+  if (engine) setenv("MORI_SYMM_SIGNAL_ENGINE", engine, 1);
+  else unsetenv("MORI_SYMM_SIGNAL_ENGINE");
+  mori_symm_set_allow_overlapping_devices(shared);
+  CHECK(mori_symm_alloc(MiB, shared ? 0 : ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, group, ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  mori_symm_signal_stats s0, s1, s2;
+  mori_symm_signal_stats_get(&s0);
+  CHECK(mori_window_barrier(w, 0, s, 0) == 0, "barrier: %s", mori_last_error());
+  mori_symm_signal_stats_get(&s1);
+  CHECK(mori_sim_begin_capture(s) == hipSuccess, "capture: %s", mori_shim_message());
+  CHECK(mori_window_barrier(w, 1, s, 0) == 0, "captured barrier: %s", mori_last_error());
+  CHECK(mori_sim_end_capture(s, &g) == hipSuccess, "end capture: %s", mori_shim_message());
+  mori_symm_signal_stats_get(&s2);
+  CHECK(mori_sim_graph_launch(g, s) == hipSuccess, "replay: %s", mori_shim_message());
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync: %s", mori_shim_message());
+  mori_sim_graph_destroy(g);
+  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  *eager = s1.kernels - s0.kernels;
+  *captured = s2.kernels - s1.kernels;
+  return 0;
+}
+
+/* The automatic engine: captured calls are a kernel and eager ones memops
+ * where every rank has a device of its own (signal.c's table), memops
+ * wherever a peer shares the device (a spinning kernel there waits for the
+ * other process's time slice); MORI_SYMM_SIGNAL_ENGINE overrides it, and
+ * a value it does not know is refused naming it. */
+static int engine_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  long eager = -1, captured = -1;
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  static const struct {
+    const char *engine;
+    int shared;
+    long eager, captured;
+  } rows[] = {
+      {NULL, 0, 0, 1}, {"auto", 0, 0, 1}, {NULL, 1, 0, 0},
+      {"memop", 0, 0, 0}, {"kernel", 0, 1, 1}, {"kernel", 1, 1, 1},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    if (engine_counts(ctx, rows[i].engine, rows[i].shared, &eager, &captured, msg, msglen))
+      return 1;
+    CHECK(eager == rows[i].eager && captured == rows[i].captured,
+          "MORI_SYMM_SIGNAL_ENGINE=%s, %s device: %ld eager and %ld captured kernels, want %ld "
+          "and %ld", rows[i].engine ? rows[i].engine : "(unset)",
+          rows[i].shared ? "a shared" : "its own", eager, captured, rows[i].eager,
+          rows[i].captured);
+  }
+  void *base = NULL;
+  mori_window *w = NULL;
+  /* a window captured before any eager call: its kernels are not ready (a
+   * module load or a pinned allocation is refused in a capture), so the
+   * automatic engine captures memops; a forced kernel fails naming that */
+  hipStream_t st = NULL;
+  mori_sim_graph *g = NULL;
+  mori_symm_signal_stats k0, k1;
+  unsetenv("MORI_SYMM_SIGNAL_ENGINE");
+  if (open_window(ctx, "engine-first-captured", &base, &w, msg, msglen)) return 1;
+  CHECK(mori_hipStreamCreateWithFlags(&st, hipStreamNonBlocking) == hipSuccess, "stream");
+  mori_symm_signal_stats_get(&k0);
+  CHECK(mori_sim_begin_capture(st) == hipSuccess, "capture: %s", mori_shim_message());
+  CHECK(mori_window_barrier(w, 0, st, 0) == 0, "captured barrier: %s", mori_last_error());
+  setenv("MORI_SYMM_SIGNAL_ENGINE", "kernel", 1);
+  int forced = mori_window_barrier(w, 1, st, 0);
+  unsetenv("MORI_SYMM_SIGNAL_ENGINE");
+  CHECK(mori_sim_end_capture(st, &g) == hipSuccess, "end capture: %s", mori_shim_message());
+  mori_symm_signal_stats_get(&k1);
+  CHECK(k1.kernels == k0.kernels, "%ld kernels captured before any eager call",
+        k1.kernels - k0.kernels);
+  CHECK(forced == MORI_EHIP && strstr(mori_last_error(), "while a stream captures") != NULL,
+        "a forced kernel readied in a capture: %d: %s", forced, mori_last_error());
+  mori_sim_graph_destroy(g);
+  CHECK(mori_hipStreamDestroy(st) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  setenv("MORI_SYMM_SIGNAL_ENGINE", "fastest", 1);
+  if (open_window(ctx, "engine-bad", &base, &w, msg, msglen)) return 1;
+  int rc = mori_window_barrier(w, 0, NULL, 0);
+  CHECK(rc == MORI_EINVAL && strstr(mori_last_error(), "MORI_SYMM_SIGNAL_ENGINE=fastest") != NULL,
+        "an unknown engine: %d: %s", rc, mori_last_error());
+  unsetenv("MORI_SYMM_SIGNAL_ENGINE");
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "engine");
+}
+
+static void the_engine_follows_the_form_the_device_and_the_setting(void **s) {
+  ranks_run(2, engine_rank, NULL, 0);
 }
 
 /* ---- bounded waits ---- */
@@ -449,8 +531,10 @@ static int late_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
   mori_symm_signal_stats_get(&s1);
   CHECK(s1.expired == s0.expired, "%ld deadlines fired", s1.expired - s0.expired);
-  CHECK(s1.watched - s0.watched == 1, "%ld calls watched, 1 had a timeout",
-        s1.watched - s0.watched);
+  /* a kernel bounds its own waits: the watchdog watches memops only */
+  long timed = kernel_engine(0) ? 0 : 1;
+  CHECK(s1.watched - s0.watched == timed, "%ld calls watched, %ld had a timeout",
+        s1.watched - s0.watched, timed);
   CHECK(mori_hipEventDestroy(reached) == hipSuccess && mori_hipStreamDestroy(s) == hipSuccess,
         "destroy");
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
@@ -756,6 +840,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(put_wait_interleave_with_barriers_on_one_channel),
       cmocka_unit_test(each_eager_call_is_one_batch_of_local_waits_and_remote_writes),
       cmocka_unit_test(captured_barrier_and_signals_replay_correctly),
+      cmocka_unit_test(the_engine_follows_the_form_the_device_and_the_setting),
       cmocka_unit_test(barrier_with_a_dead_peer_fails_in_bounded_time_naming_it),
       cmocka_unit_test(barrier_with_two_dead_peers_of_four_names_both),
       cmocka_unit_test(wait_signal_without_a_put_fails_after_its_timeout),

@@ -44,6 +44,11 @@ const mori_env_var mori_env_vars[] = {
     {"MORI_SYMM_BARRIER", MORI_ENV_LIBRARY, "flat|dissemination", "flat",
      "the shape of a window barrier's signals; another value fails the barrier",
      "libmori_core.so"},
+    {"MORI_SYMM_SIGNAL_ENGINE", MORI_ENV_LIBRARY, "auto|memop|kernel", "auto",
+     "what barrier, put_signal and wait_signal run as: stream memory operations or one small "
+     "kernel per call; auto chooses per window and form (memops where a peer shares the "
+     "device); another value fails the signal call",
+     "libmori_core.so"},
     {"MORI_SYMM_MEMOP_BATCH", MORI_ENV_LIBRARY, "0", "batched",
      "0 issues one runtime call per stream memory operation instead of one batch, to measure "
      "the difference",

@@ -153,7 +153,9 @@ int fi_step_untold(const char *step) {
 /* Steps whose waits are GPU stream waits: a peer that failed cannot end
  * them early (no store abort reaches a stream), so a peer waiting there
  * fails by its wait's timeout, by design. */
-int fi_step_waits_on_gpu(const char *step) { return strncmp(step, "barrier", 7) == 0; }
+int fi_step_waits_on_gpu(const char *step) {
+  return strncmp(step, "barrier", 7) == 0 || strncmp(step, "signals_", 8) == 0;
+}
 
 /* basic: alloc -> rendezvous -> barrier -> free */
 static const meeting basic_plan[] = {{"world", 0}, {NULL, 0}};
@@ -253,6 +255,43 @@ static int cycles(const mori_rank_ctx *ctx, outcome *o) {
   return 0;
 }
 
+/* signals: every signal form, eager and captured into a graph (the sim's
+ * capture) and replayed: a barrier, a put/wait ring, a captured barrier
+ * and ring replayed twice, a barrier.  The automatic engine runs the
+ * captured calls as kernels; MORI_SYMM_SIGNAL_ENGINE=kernel or memop puts
+ * every call on one engine. */
+static const meeting signals_plan[] = {{"signals", 0}, {NULL, 0}};
+static int signals(const mori_rank_ctx *ctx, outcome *o) {
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s = NULL;
+  mori_sim_graph *g = NULL;
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  STEP(o, mori_symm_alloc(MiB, ctx->rank, &base), "alloc");
+  MEET(o, mori_symm_rendezvous(base, "signals", ctx->rank, ctx->world, ctx->store, &w, NULL),
+       "rendezvous");
+  STEP(o, mori_window_barrier(w, 0, NULL, 0), "barrier");
+  STEP(o,
+       mori_window_put_signal(w, next, 1, NULL, 0) || mori_window_wait_signal(w, prev, 1, NULL, 0),
+       "signals_ring");
+  HIP_STEP(o, mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking), "stream",
+           "hipStreamCreateWithFlags");
+  HIP_STEP(o, mori_sim_begin_capture(s), "capture", "mori_sim_begin_capture");
+  STEP(o, mori_window_barrier(w, 2, s, 0) || mori_window_put_signal(w, next, 3, s, 0) ||
+              mori_window_wait_signal(w, prev, 3, s, 0),
+       "signals_captured");
+  HIP_STEP(o, mori_sim_end_capture(s, &g), "capture_end", "mori_sim_end_capture");
+  for (int i = 0; i < 2; i++) {
+    HIP_STEP(o, mori_sim_graph_launch(g, s), "signals_replay", "mori_sim_graph_launch");
+    HIP_STEP(o, mori_hipStreamSynchronize(s), "signals_replay", "hipStreamSynchronize");
+  }
+  mori_sim_graph_destroy(g);
+  HIP_STEP(o, mori_hipStreamDestroy(s), "stream_destroy", "hipStreamDestroy");
+  STEP(o, mori_window_barrier(w, 0, NULL, 0), "barrier_after");
+  STEP(o, mori_symm_free(base), "free");
+  return 0;
+}
+
 /* Whatever the steps left (a rank that failed keeps its blocks): the
  * library's own teardown, a step of its own. */
 #define STEP_TEARDOWN(o)                                                             \
@@ -320,6 +359,9 @@ const fi_scenario fi_scenarios[] = {
     {"cycles", "alloc -> rendezvous -> barrier -> free twice, the device memory in use read "
                "(hipMemGetInfo) before and after",
      cycles, cycles_plan, FI_TWIST_NONE},
+    {"signals", "a barrier, a put/wait ring, both captured (sim) and replayed twice, a barrier: "
+                "the kernel engine for captured calls (MORI_SYMM_SIGNAL_ENGINE picks one for all)",
+     signals, signals_plan, FI_TWIST_NONE},
     {"selftest-leak", "(the sweep's own test) basic; a fault at hipMemMap leaks an fd", basic,
      basic_plan, FI_TWIST_LEAK},
     {"selftest-crash", "(the sweep's own test) basic; a fault at hipMemMap crashes the rank",

@@ -204,6 +204,7 @@ typedef struct mori_symm_signal_stats {
   long remote_writes, local_writes, local_waits, remote_waits;
   long captured, watched, expired;
   long calls; /* runtime calls that enqueued them (a batch is one) */
+  long kernels; /* signal kernels launched (the kernel engine: one per call) */
 } mori_symm_signal_stats;
 MORI_API void mori_symm_signal_stats_get(mori_symm_signal_stats *out);
 

@@ -18,6 +18,7 @@ typedef struct mori_world_info {
   uint32_t handle_type;          /* the one type every rank exported */
   int same_host;                 /* all host ids equal */
   int world_within_direct_access;/* every peer mapped for load/store (torch's meaning) */
+  int shared_device;             /* a peer on self's host uses self's device */
   uint64_t alloc_size;           /* the stride of the span */
 } mori_world_info;
 

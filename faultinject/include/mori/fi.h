@@ -162,7 +162,7 @@ void mori_fi_schedule_free(mori_fi_schedule *s);
 
 /* ---- traces (MORI_FI_RECORD) ---- */
 
-#define MORI_FI_TRACE_ARGS 8
+#define MORI_FI_TRACE_ARGS 12 /* hipModuleLaunchKernel has 11 */
 #define MORI_FI_TRACE_FDS 8
 
 typedef enum mori_fi_value_kind {

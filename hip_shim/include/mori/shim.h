@@ -33,7 +33,7 @@ MORI_API const char *mori_shim_message(void);
 
 /* The resource registry: the live runtime resources made through the shim
  * in this process (physical handles, reservations, mappings, exported fds,
- * device allocations), for every backend, so "0 leaks" is checkable on
+ * device allocations, mapped host allocations), for every backend, so "0 leaks" is checkable on
  * real GPUs too. */
 typedef struct mori_shim_registry_counts {
   long handles;      /* created + imported + retained - released */
@@ -41,6 +41,7 @@ typedef struct mori_shim_registry_counts {
   long mappings;     /* Map - Unmap (per mapping) */
   long exported_fds; /* exported fds not yet closed with mori_close */
   long device_allocs;/* hipMalloc - hipFree */
+  long host_allocs;  /* hipHostMalloc - hipHostFree */
 } mori_shim_registry_counts;
 MORI_API void mori_shim_registry(mori_shim_registry_counts *out);
 MORI_API long mori_shim_registry_total(void);

@@ -128,6 +128,26 @@ typedef enum hipStreamCaptureStatus {
 } hipStreamCaptureStatus;
 typedef void *hipDeviceptr_t;
 
+/* Modules and their kernels (HIP's names: hipModule_t, hipFunction_t). */
+typedef struct ihipModule_t *hipModule_t;
+typedef struct ihipModuleSymbol_t *hipFunction_t;
+
+/* hipModuleLoadData's image in the shim's convention, whatever the
+ * runtime: a module's source in both forms, each backend taking its own.
+ * cuda hands the PTX to the driver (cuModuleLoadData compiles it for the
+ * GPU it finds); hip compiles the HIP source with the runtime's hiprtc and
+ * loads the code object; the sim models the kernels it knows by their
+ * entry names, each of which must appear in both texts.  A text may be
+ * NULL where its backend is not used (the CUDA stand-in passes PTX only). */
+typedef struct mori_module_image {
+  const char *ptx;        /* PTX text (NUL-terminated) */
+  const char *hip_source; /* HIP C++ for hiprtc (NUL-terminated) */
+  const char *name;       /* the source's name in compiler messages */
+} mori_module_image;
+
+/* hipHostMalloc flags (CUDA's numbers too: CU_MEMHOSTALLOC_*). */
+enum { hipHostMallocPortable = 0x1, hipHostMallocMapped = 0x2 };
+
 /* hipStreamBatchMemOp: several stream memory operations in one call, run
  * in array order (HIP's layout, which is CUDA's: 48 bytes an entry).  The
  * shim takes 32-bit waits and writes. */
@@ -205,7 +225,8 @@ MORI_HIP_NEWER_OFFSETS(MORI_HIP_CHECK_OFFSET)
  *               (release, KIND, key, 0, when)      removes the entry of key
  *               (release_range, KIND, lo, size, 1) every entry in [lo, lo+size)
  *               (none, NONE, 0, 0, 0)
- *             KIND: HANDLE, RESERVATION, MAPPING, EXPORTED_FD, DEVICE_ALLOC.
+ *             KIND: HANDLE, RESERVATION, MAPPING, EXPORTED_FD, DEVICE_ALLOC,
+ *             HOST_ALLOC.
  *             A call that releases leaves its resource live when it fails:
  *             the fault shim counts those (mori_fi_refused).
  *   shim      how shim.c forwards it: vmm (the backend's entry, under the
@@ -364,7 +385,39 @@ MORI_HIP_NEWER_OFFSETS(MORI_HIP_CHECK_OFFSET)
     (void *dst, const void *src, size_t size, hipMemcpyKind kind, hipStream_t stream),    \
     (dst, src, size, kind, stream), (none, NONE, 0, 0, 0), plain,                         \
     "dst:a src:a size:z kind:u stream:s",                                                 \
-    (hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown))
+    (hipErrorInvalidValue, hipErrorIllegalAddress, hipErrorUnknown))                      \
+  /* The signal kernels (core/src/kernel.c).  A module belongs to the      \
+   * current device; image is a mori_module_image (the shim's convention,  \
+   * above).  Modules are the core's cache, one per device until           \
+   * release_all, as its private streams are: not in the registry.  A launch copies its parameters, as the runtimes do, and     \
+   * neither waits nor fails for what the kernel does; a trace leaves out  \
+   * the image, the name and the parameters, and a replay takes these     \
+   * calls as done (there is no kernel without its module). */                            \
+  X(hipModuleLoadData, 2, (hipModule_t * module, const void *image), (module, image),     \
+    (none, NONE, 0, 0, 0), plain, "out:- image:-",                                        \
+    (hipErrorInvalidValue, hipErrorOutOfMemory, hipErrorNotSupported, hipErrorUnknown))   \
+  X(hipModuleGetFunction, 3, (hipFunction_t * function, hipModule_t module, const char *kname), \
+    (function, module, kname), (none, NONE, 0, 0, 0), plain, "out:- module:- name:-",     \
+    (hipErrorNotFound, hipErrorInvalidHandle, hipErrorInvalidValue))                      \
+  X(hipModuleLaunchKernel, 11,                                                            \
+    (hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, \
+     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,              \
+     unsigned int sharedMemBytes, hipStream_t stream, void **kernelParams, void **extra), \
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,    \
+     stream, kernelParams, extra),                                                        \
+    (none, NONE, 0, 0, 0), plain,                                                         \
+    "function:- gx:u gy:u gz:u bx:u by:u bz:u shared:u stream:s params:- extra:-",         \
+    (hipErrorInvalidValue, hipErrorLaunchFailure, hipErrorOutOfMemory, hipErrorUnknown))  \
+  X(hipModuleUnload, 1, (hipModule_t module), (module), (none, NONE, 0, 0, 0), plain,     \
+    "module:-", (hipErrorInvalidHandle, hipErrorUnknown))                                 \
+  /* Host memory a kernel writes and the host reads without a copy: the    \
+   * shim's convention is flags hipHostMallocMapped (| Portable) and a     \
+   * pointer valid on every device as it is (unified addressing). */                      \
+  X(hipHostMalloc, 3, (void **ptr, size_t size, unsigned int flags), (ptr, size, flags),  \
+    (acquire, HOST_ALLOC, *ptr, size, 1), plain, "out:- size:z flags:u",                  \
+    (hipErrorOutOfMemory, hipErrorInvalidValue))                                          \
+  X(hipHostFree, 1, (void *ptr), (ptr), (release, HOST_ALLOC, ptr, 0, ptr != NULL), plain, \
+    "addr:-", (hipErrorInvalidValue, hipErrorUnknown))
 
 #define MORI_SHIM_HIP_DECLARE(name, arity, params, args, registry, shim, spec, errors) \
   MORI_API hipError_t mori_##name params;
