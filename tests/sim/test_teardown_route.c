@@ -23,10 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mori_cmocka.h"
-
-#include "launch.h"
-#include "mori/symm.h"
+#include "ranks.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -182,15 +179,6 @@ typedef struct plan {
   enum what what;
 } plan;
 
-#define CHECK(cond, ...)                                                             \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      int n_ = snprintf(msg, msglen, "rank %d line %d: ", ctx->rank, __LINE__);      \
-      snprintf(msg + n_, msglen - (size_t)n_, __VA_ARGS__);                          \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
-
 static int route_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   const plan *pl = ctx->arg;
   void *base = NULL;
@@ -221,11 +209,7 @@ static int route_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void run(enum what what) {
   plan pl = {what};
-  mori_rank_result res[2];
-  int failed = mori_launch(2, route_rank, &pl, 120000, res);
-  for (int r = 0; r < 2; r++)
-    if (res[r].exit_code != 0 || !res[r].exited) print_error("rank %d: %s\n", r, res[r].msg);
-  assert_int_equal(failed, 0);
+  ranks_run(2, route_rank, &pl, 0);
 }
 
 static void free_calls_into_no_file_twice_but_the_driver(void **state) {
