@@ -192,6 +192,10 @@ const mori_env_var mori_env_vars[] = {
     {"MORI_STANDIN_CUDA_IMEX", MORI_ENV_TESTS, "1", "no IMEX",
      "the stand-in libcuda behaves as if an IMEX domain allowed fabric handles",
      "tests/hipstub"},
+    {"MORI_STANDIN_HIPRTC_FAIL", MORI_ENV_TESTS, "1", "compiles",
+     "the stand-in hiprtc refuses every program, with a log, as a runtime without a device "
+     "compiler would",
+     "tests/hipstub"},
     {"MORI_TEST_LOAD_HIP", MORI_ENV_TESTS, "PATH", "none",
      "a runtime test_bringup loads first, as torch does",
      "tests/hipstub"},
