@@ -6,7 +6,7 @@
 # test, the examples and the side-by-side benchmark.  Every step runs even if
 # an earlier one failed; a step whose script is missing or that skips counts
 # as not passed.  Results go under $OUT (or ./gpu-results): summary.txt,
-# gpu-suite.log, and each part's own files.
+# gpu-suite.log, and steps/ (each step's log and each part's own files).
 #
 #   MORI_GPU_PARTS="c bench scale torch compare kill examples"   (the default: all,
 #   run in this order)
@@ -15,8 +15,11 @@ cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/gpu-results}
-RES=$(mktemp -d /tmp/mori-gpu-XXXXXX)
-mkdir -p "$OUT"
+# Each step writes under $OUT/steps as it goes, so a run cut short (a time
+# limit) still leaves what it did.
+RES=$OUT/steps
+rm -rf "$RES"
+mkdir -p "$RES"
 SHIM=${MORI_GPU_SHIM:-cuda}
 PARTS=" ${MORI_GPU_PARTS:-c bench scale torch kill examples compare} "
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -100,5 +103,4 @@ done
 } | tee "$RES/summary.txt"
 cp "$RES/summary.txt" "$OUT/summary.txt"
 cat "$RES"/*.log > "$OUT/gpu-suite.log" 2>/dev/null
-tar czf "$OUT/gpu-results.tar.gz" -C "$RES" . 2>/dev/null
 [ ${#failed[@]} -eq 0 ]
