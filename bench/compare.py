@@ -525,7 +525,11 @@ def verdict(results: dict) -> tuple[bool, list[str], list[str]]:
     for key, row in results["summary"].items():
         for backend in (BUILTIN, MORI):
             b = row["backends"][backend]
-            if not b["n"]:
+            if not b["n"] and b["errors"] and all(
+                    e.split(": ", 1)[-1].startswith(NOT_PLANNED) or e.startswith(NOT_PLANNED)
+                    for e in b["errors"]):
+                warnings.append(f"{key}: not run ({b['errors'][0][:120]})")
+            elif not b["n"]:
                 problems.append(f"{key}: no {backend} sample ({(b['errors'] or ['?'])[0][:120]})")
             elif b["errors"]:
                 warnings.append(f"{key}: {len(b['errors'])} {backend} round(s) failed "
@@ -732,6 +736,18 @@ def g_one_shot(R: Rank, _size):
     return {"one_shot_all_reduce_us": sec}, checks
 
 
+# An error that starts so is a row this host cannot run by design (NCCL
+# refuses ranks that share a device), which verdict() does not count as a
+# problem; any other missing row is one.
+NOT_PLANNED = "not planned here: "
+
+
+def unavailable(R: "Rank", path: str) -> str:
+    if path == "nccl" and not R.nccl:
+        return NOT_PLANNED + "NCCL refuses ranks sharing a device (gloo runs the process group)"
+    return "not available here (triton missing)"
+
+
 def _exchange(R: Rank, size: int):
     return R.a2a.Exchange(size, R.rank, R.world, R.device, R.group, nccl=R.nccl)
 
@@ -743,7 +759,7 @@ def g_a2a(R: Rank, size: int):
     for path, base in A2A_PATHS.items():
         key = f"{base}@{label}"
         if path not in ex.paths:
-            errors[key] = "not available here (triton missing, or NCCL with shared devices)"
+            errors[key] = unavailable(R, path)
             continue
         fn, _ = ex.paths[path]
         try:
@@ -782,7 +798,7 @@ def g_graph(R: Rank, size: int):
     for path, base in GRAPH_PATHS.items():
         key = f"{base}@{label}"
         if path not in ex.paths:
-            errors[key] = "not available here (triton missing, or NCCL with shared devices)"
+            errors[key] = unavailable(R, path)
             continue
         fn, out = ex.paths[path]
         try:
@@ -948,6 +964,15 @@ def selftest() -> int:
            "the table row of a met target")
     expect("launch hang" in md, "the table names a missing sample's error")
     expect(md.index("barrier_us") < md.index("nccl_a2a@16M"), "latencies before sizes")
+    # a row this host cannot run by design is no problem; any other gap is
+    shared = {"summary": {"nccl_a2a@4M": {"backends": {
+        b: {"n": 0, "errors": ["rank 0: " + NOT_PLANNED + "NCCL refuses ranks sharing a device"]}
+        for b in (BUILTIN, MORI)}}}, "checks": []}
+    ok, problems, warnings = verdict(shared)
+    expect(ok and not problems and len(warnings) == 2,
+           f"a row not planned here is a warning, not a problem ({problems})")
+    shared["summary"]["nccl_a2a@4M"]["backends"][MORI]["errors"] = ["rank 0: launch hang"]
+    expect(not verdict(shared)[0], "a row missing for another reason is a problem")
 
     # the launcher, with stand-in ranks: order, crash, hang, relaunch, startup
     with tempfile.TemporaryDirectory() as out:

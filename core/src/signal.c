@@ -456,15 +456,17 @@ static enum engine engine_of(const mori_window *w, enum engine setting, int capt
 /* The engine of a call.  An eager dissemination barrier stays memory
  * operations whatever the setting (the barrier kernel is flat; every rank
  * has the same MORI_SYMM_BARRIER).  The kernels are made ready (kernel.c)
- * at the window's first call outside a capture if any form may use them:
- * a module load and a pinned allocation are not permitted in a CUDA
- * capture of global mode (torch's).  The automatic engine keeps memory
- * operations where they are not ready: on a runtime that cannot load them
- * at all (kernel.c logs why, once), after a failure to ready them (tried
- * again at the next call), and for a captured call before any eager one
- * (the engines meet on the same cells, so a rank may differ from its
- * peers).  A forced kernel readies them where it is and fails the call if
- * it cannot. */
+ * by the rendezvous (ready_kernels) wherever a form may use them, not in a
+ * stream-ordered call: a module load or a pinned allocation may wait for
+ * the device, and a stream the caller holds behind a gate it opens after
+ * the call would never let it (a host hang, seen on an H200); neither is
+ * permitted in a CUDA capture of global mode (torch's).  The automatic
+ * engine keeps memory operations where they are not ready: on a runtime
+ * that cannot load them at all (kernel.c logs why, once), and after a
+ * failure to ready them, tried again at the window's next call outside a
+ * capture (the engines meet on the same cells, so a rank may differ from
+ * its peers).  A forced kernel readies them where it is and fails the call
+ * if it cannot. */
 static int choose(mori_window *w, enum call what, int captured, enum shape shape,
                   enum engine *out) {
   const char *name = call_names[what];
@@ -575,6 +577,23 @@ int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_m
 
 /* ---- a window's signal state ---- */
 
+/* At the rendezvous, once the requests said whether a peer shares the
+ * device: the kernels readied if the setting lets any form use them.  A
+ * failure costs only the engine: the window keeps memory operations until
+ * a later call readies them (choose), and says so at WARN. */
+static void ready_kernels(mori_window *w) {
+  enum engine setting = engine_setting();
+  if (setting == ENGINE_INVALID || (engine_of(w, setting, 0) != ENGINE_KERNEL &&
+                                    engine_of(w, setting, 1) != ENGINE_KERNEL))
+    return;
+  int unsupported = 0;
+  if (mori__kernel_prepare(w, &unsupported) != 0 && !unsupported)
+    MORI_LOG(MORI_LOG_WARN, w->rank, w->id,
+             "the signal kernels are not ready (%s): memory operations until a call outside a "
+             "capture readies them",
+             mori_last_error());
+}
+
 int mori__signal_prepare(mori_window *w) {
   mori_block *b = w->block;
   if (b->signal_pad_size == 0 || w->signal_slot < 0) return 0;
@@ -594,6 +613,7 @@ int mori__signal_prepare(mori_window *w) {
   s->waits = waits;
   w->signals = s;
   MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_SIGNAL_STATE, (uintptr_t)w, 0, 0));
+  ready_kernels(w);
   /* A slot an earlier window used holds its phases and flags: zeroed here,
    * before the "mapped" store barrier lets any peer signal into it.  (The
    * slot bits are guarded as signal_slots_used is.) */
