@@ -299,6 +299,29 @@ static int alloc_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return fh_report(msg, msglen, fds0, rc, extra);
 }
 
+/* Two allocations freed, each release refused: refusals are told apart by
+ * the handle they refuse, not only by the call. */
+static int two_allocs_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *p = NULL, *q = NULL;
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_symm_alloc(MiB, ctx->rank, &p);
+  if (rc == 0) rc = mori_symm_alloc(MiB, ctx->rank, &q);
+  if (p != NULL) {
+    int r = mori_symm_free(p);
+    if (rc == 0) rc = r;
+  }
+  if (q != NULL) {
+    int r = mori_symm_free(q);
+    if (rc == 0) rc = r;
+  }
+  char extra[64];
+  snprintf(extra, sizeof extra, "refused=%ld runtime_fds=%d", mori_fi_refused(),
+           mori_shim_runtime_fds());
+  fds0 += mori_shim_runtime_fds();
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
 /* A release the runtime fails once is tried again: the caller hears of the
  * failure, nothing leaks.  (Before, the unmap's failure left the mapping
  * and, through it, the reservation live.) */
@@ -313,6 +336,15 @@ static void a_release_that_fails_once_is_retried_and_reported(void **s) {
 
 /* What the runtime refuses for good stays live, and is counted as refused:
  * every live ledger entry is one whose release was tried. */
+/* Two blocks' releases refused for good: four refusals (each block's
+ * mapping and reservation), none merged with another block's. */
+static void refusals_of_two_blocks_are_counted_apart(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  fh_run("hipMemUnmap#*=hipErrorUnmapFailed", 1, two_allocs_free_rank, NULL, res, -1);
+  assert_non_null(strstr(res[0].msg, " leaks=4 fds=0 windows=0 blocks=0 refused=4 "));
+}
+
 static void a_release_refused_for_good_is_counted_as_refused(void **s) {
   (void)s;
   mori_rank_result res[1];
@@ -453,6 +485,7 @@ int main(void) {
       cmocka_unit_test(os_calls_fail_the_way_libc_does),
       cmocka_unit_test(a_release_that_fails_once_is_retried_and_reported),
       cmocka_unit_test(a_release_refused_for_good_is_counted_as_refused),
+      cmocka_unit_test(refusals_of_two_blocks_are_counted_apart),
       cmocka_unit_test(launcher_tells_a_stuck_rank_from_a_slow_one),
       cmocka_unit_test(malformed_mori_fi_stops_the_program_naming_the_column),
   };
