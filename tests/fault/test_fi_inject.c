@@ -285,40 +285,21 @@ static void os_calls_fail_the_way_libc_does(void **s) {
                                   "close=-1/EIO gone=1 named=1 last=0 injected=5");
 }
 
-/* One allocation freed at once, under a fault of a releasing call. */
+/* Allocations freed at once, under a fault of a releasing call: one, or
+ * as many as ctx->arg says (an int). */
 static int alloc_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  int fds0 = mori_count_fds();
-  void *p = NULL;
-  if (mori_shim_select("sim") != 0) return 1;
-  int rc = mori_symm_alloc(MiB, ctx->rank, &p);
-  if (rc == 0) rc = mori_symm_free(p);
+  int fds0 = mori_count_fds(), n = ctx->arg ? *(const int *)ctx->arg : 1, rc = 0;
+  void *p[4] = {NULL};
+  if (mori_shim_select("sim") != 0 || n > 4) return 1;
+  for (int i = 0; i < n && rc == 0; i++) rc = mori_symm_alloc(MiB, ctx->rank, &p[i]);
+  for (int i = 0; i < n; i++) {
+    int r = p[i] ? mori_symm_free(p[i]) : 0;
+    if (rc == 0) rc = r;
+  }
   char extra[64];
   snprintf(extra, sizeof extra, "refused=%ld runtime_fds=%d", mori_fi_refused(),
            mori_shim_runtime_fds());
   fds0 += mori_shim_runtime_fds(); /* what the runtime keeps for refused resources */
-  return fh_report(msg, msglen, fds0, rc, extra);
-}
-
-/* Two allocations freed, each release refused: refusals are told apart by
- * the handle they refuse, not only by the call. */
-static int two_allocs_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  int fds0 = mori_count_fds();
-  void *p = NULL, *q = NULL;
-  if (mori_shim_select("sim") != 0) return 1;
-  int rc = mori_symm_alloc(MiB, ctx->rank, &p);
-  if (rc == 0) rc = mori_symm_alloc(MiB, ctx->rank, &q);
-  if (p != NULL) {
-    int r = mori_symm_free(p);
-    if (rc == 0) rc = r;
-  }
-  if (q != NULL) {
-    int r = mori_symm_free(q);
-    if (rc == 0) rc = r;
-  }
-  char extra[64];
-  snprintf(extra, sizeof extra, "refused=%ld runtime_fds=%d", mori_fi_refused(),
-           mori_shim_runtime_fds());
-  fds0 += mori_shim_runtime_fds();
   return fh_report(msg, msglen, fds0, rc, extra);
 }
 
@@ -341,7 +322,8 @@ static void a_release_that_fails_once_is_retried_and_reported(void **s) {
 static void refusals_of_two_blocks_are_counted_apart(void **s) {
   (void)s;
   mori_rank_result res[1];
-  fh_run("hipMemUnmap#*=hipErrorUnmapFailed", 1, two_allocs_free_rank, NULL, res, -1);
+  static int two = 2;
+  fh_run("hipMemUnmap#*=hipErrorUnmapFailed", 1, alloc_free_rank, &two, res, -1);
   assert_non_null(strstr(res[0].msg, " leaks=4 fds=0 windows=0 blocks=0 refused=4 "));
 }
 
