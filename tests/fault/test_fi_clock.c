@@ -11,6 +11,7 @@
  * MORI_SIM_STREAMS=async (a stream's waits are only enqueued).
  */
 #include "fault_harness.h"
+#include "rank_check.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,15 +28,6 @@ static int open_window(const mori_rank_ctx *ctx, const char *group, void **base,
   if (mori_shim_select("sim") != 0) return -1;
   if (mori_symm_alloc(MiB, ctx->rank, base) != 0) return -1;
   return mori_symm_rendezvous(*base, group, ctx->rank, ctx->world, ctx->store, w, NULL);
-}
-
-/* Waits for key in the store (another rank's or thread's step done). */
-static int await_key(mori_store *s, const char *key) {
-  void *v = NULL;
-  size_t len = 0;
-  int rc = s->get(s, key, &v, &len, 60000);
-  free(v);
-  return rc;
 }
 
 /* ---- failures: named, nothing left ---- */

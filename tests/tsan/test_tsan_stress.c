@@ -132,15 +132,6 @@ static void await_flag(const int *flag) {
   while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) sched_yield();
 }
 
-/* Waits for another rank's key in the launcher's store. */
-static int await_key(mori_store *s, const char *key) {
-  void *v = NULL;
-  size_t len = 0;
-  int rc = s->get(s, key, &v, &len, 60000);
-  free(v);
-  return rc;
-}
-
 static int setup(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
   mori_symm_set_timeout_ms(20000);
