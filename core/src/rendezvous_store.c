@@ -28,7 +28,7 @@
  * would alias another (two ranks' joins, say).  The longest is
  * mori_symm/<group>/<incarnation: 64>/<seq: 20 digits>/mapped/<rank: 4 digits>,
  * which leaves the group MORI_SYMM_GROUP_MAX bytes. */
-#define KEY_MAX 512
+#define KEY_MAX (MORI_STORE_KEY_MAX + 1)
 #define KEY_LONGEST_BUT_GROUP (sizeof "mori_symm//" - 1 + 64 + 1 + 20 + sizeof "/mapped/" - 1 + 4)
 _Static_assert(MORI_SYMM_GROUP_MAX + KEY_LONGEST_BUT_GROUP == KEY_MAX - 1,
                "MORI_SYMM_GROUP_MAX is what the longest key leaves");

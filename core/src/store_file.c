@@ -9,6 +9,7 @@
  */
 #include "internal.h"
 #include "mori/error_internal.h"
+#include "mori/sha256.h"
 #include "mori/store.h"
 
 #include <errno.h>
@@ -25,8 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* An encoded key must leave room in NAME_MAX for the ".lock-" prefix. */
+/* A key's file name must leave room in NAME_MAX for the ".lock-" prefix. */
 #define KEY_NAME_MAX 240
+/* An encoding longer than KEY_NAME_MAX is named by its first bytes (for
+ * whoever lists the directory), '~' (never in an encoding: it would be
+ * %7E) and the key's SHA-256 in hex: KEY_NAME_MAX bytes in all. */
+#define KEY_DIGEST_HEX (2 * MORI_SHA256_SIZE)
+#define KEY_SHOWN (KEY_NAME_MAX - 1 - KEY_DIGEST_HEX)
 /* Without inotify, get sleeps between attempts, doubling from the first
  * (most keys are nearly there) up to the longest (a late key's latency). */
 #define POLL_START_US 50.0
@@ -49,35 +55,54 @@ static atomic_ulong temp_counter;
 /* Keys become single file names: every byte outside [A-Za-z0-9_-] (and a
  * leading '.') is written %XX, so "a/b" cannot make a subdirectory, ".." and
  * "." cannot escape or alias, and no key name starts with '.', which keeps
- * temp and lock files out of the key space. */
+ * temp and lock files out of the key space.  An encoding too long for a
+ * file name is shortened by a digest of the whole key, after a '~' that no
+ * encoding holds: two keys share a name only if SHA-256 collides. */
 static int key_is_plain(unsigned char c, size_t at) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return 1;
   return c == '_' || c == '-' || (c == '.' && at > 0);
 }
 
-/* <prefix><encoded key> into out, whose cap leaves KEY_NAME_MAX bytes for
- * the encoded key after the prefix (and its NUL): a key whose encoding is
- * longer is refused, one of exactly KEY_NAME_MAX taken. */
-static int key_name(const char *key, const char *prefix, char *out, size_t cap) {
+/* key's encoding into enc (3 * MORI_STORE_KEY_MAX + 1 bytes); its length. */
+static size_t key_encode(const char *key, char *enc) {
   static const char hex[] = "0123456789ABCDEF";
-  size_t n = (size_t)snprintf(out, cap, "%s", prefix), limit = n + KEY_NAME_MAX;
-  if (!key || !*key) return mori__error(MORI_EINVAL, "file store: empty key");
+  size_t n = 0;
   for (size_t i = 0; key[i]; i++) {
     unsigned char c = (unsigned char)key[i];
-    size_t need = key_is_plain(c, i) ? 1 : 3;
-    if (n + need > limit || n + need >= cap)
-      return mori__error(MORI_EINVAL,
-                         "file store: key '%s' is too long (encoded, more than %d bytes)", key,
-                         KEY_NAME_MAX);
     if (key_is_plain(c, i)) {
-      out[n++] = (char)c;
+      enc[n++] = (char)c;
     } else {
-      out[n++] = '%';
-      out[n++] = hex[c >> 4];
-      out[n++] = hex[c & 15];
+      enc[n++] = '%';
+      enc[n++] = hex[c >> 4];
+      enc[n++] = hex[c & 15];
     }
   }
-  out[n] = '\0';
+  enc[n] = '\0';
+  return n;
+}
+
+/* <prefix><key's name> into out, whose cap leaves KEY_NAME_MAX bytes for
+ * the name after the prefix (and its NUL).  Any key of 1 to
+ * MORI_STORE_KEY_MAX bytes has one; a longer key is refused. */
+static int key_name(const char *key, const char *prefix, char *out, size_t cap) {
+  char enc[3 * MORI_STORE_KEY_MAX + 1];
+  uint8_t digest[MORI_SHA256_SIZE];
+  if (!key || !*key) return mori__error(MORI_EINVAL, "file store: empty key");
+  size_t bytes = strnlen(key, MORI_STORE_KEY_MAX + 1);
+  if (bytes > MORI_STORE_KEY_MAX)
+    return mori__error(MORI_EINVAL,
+                       "file store: key '%.80s...' is %zu bytes, more than any store takes "
+                       "(MORI_STORE_KEY_MAX, %d)",
+                       key, strlen(key), MORI_STORE_KEY_MAX);
+  size_t n = key_encode(key, enc);
+  if (n <= KEY_NAME_MAX) {
+    snprintf(out, cap, "%s%s", prefix, enc);
+    return 0;
+  }
+  mori__sha256(key, bytes, digest);
+  int k = snprintf(out, cap, "%s%.*s~", prefix, KEY_SHOWN, enc);
+  for (int i = 0; i < MORI_SHA256_SIZE; i++)
+    k += snprintf(out + k, cap - (size_t)k, "%02x", digest[i]);
   return 0;
 }
 

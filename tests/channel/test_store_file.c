@@ -5,6 +5,7 @@
 #include "harness.h"
 #include "mori/error.h"
 #include "mori/hip_shim.h"
+#include "mori/sha256.h"
 #include "mori/store.h"
 
 #include <setjmp.h>
@@ -170,6 +171,83 @@ static void unsafe_key_characters_are_encoded_into_distinct_files(void **state) 
   char outside[4096];
   snprintf(outside, sizeof outside, "%s/../escape", f->dir);
   assert_int_not_equal(access(outside, F_OK), 0);
+}
+
+/* The digest that names a long key, against FIPS 180-4's examples and the
+ * padding's edges (55, 56 and 64 bytes: one block, two, a whole one). */
+static void sha256_matches_the_fips_180_4_examples(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    size_t repeat; /* text is one byte repeated this often (0: text itself) */
+    const char *hex;
+  } cases[] = {
+      {"", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abc", 0, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 0,
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+      {"a", 55, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318"},
+      {"a", 56, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a"},
+      {"a", 64, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"},
+      {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t n = cases[i].repeat ? cases[i].repeat : strlen(cases[i].text);
+    char *in = malloc(n + 1), hex[2 * MORI_SHA256_SIZE + 1];
+    if (cases[i].repeat) memset(in, cases[i].text[0], n);
+    else memcpy(in, cases[i].text, n);
+    uint8_t d[MORI_SHA256_SIZE];
+    mori__sha256(in, n, d);
+    for (int k = 0; k < MORI_SHA256_SIZE; k++) snprintf(hex + 2 * k, 3, "%02x", d[k]);
+    if (strcmp(hex, cases[i].hex) != 0)
+      fail_msg("SHA-256 of %zu bytes: %s, want %s", n, hex, cases[i].hex);
+    free(in);
+  }
+}
+
+/* Keys too long for a file name as they are, which differ only in their
+ * last byte (past the part a name shows), or only in a byte the encoding
+ * escapes, are distinct entries, each one file of at most NAME_MAX bytes
+ * directly in the directory; adds to them count apart. */
+static void long_keys_that_differ_only_at_the_end_are_distinct_entries(void **state) {
+  fixture *f = *state;
+  mori_store *s = f->store;
+  char keys[4][MORI_STORE_KEY_MAX + 1];
+  for (int i = 0; i < 4; i++) {
+    memset(keys[i], i < 2 ? 'k' : '/', MORI_STORE_KEY_MAX);
+    keys[i][MORI_STORE_KEY_MAX] = '\0';
+  }
+  keys[1][MORI_STORE_KEY_MAX - 1] = 'x';
+  keys[3][MORI_STORE_KEY_MAX - 1] = 'x';
+  for (int i = 0; i < 4; i++) assert_int_equal(s->set(s, keys[i], &i, sizeof i), 0);
+  for (int i = 0; i < 4; i++) {
+    void *v = NULL;
+    size_t len = 0;
+    assert_int_equal(s->get(s, keys[i], &v, &len, 0), 0);
+    if (len != sizeof i || memcmp(v, &i, sizeof i) != 0)
+      fail_msg("long key %d read back another key's value", i);
+    free(v);
+  }
+  int64_t sum = 0;
+  char counter[2][MORI_STORE_KEY_MAX + 1];
+  memcpy(counter[0], keys[0], sizeof counter[0]);
+  memcpy(counter[1], keys[0], sizeof counter[1]);
+  counter[0][0] = 'c', counter[1][0] = 'c', counter[1][MORI_STORE_KEY_MAX - 1] = 'y';
+  assert_int_equal(s->add(s, counter[0], 5, &sum), 0);
+  assert_int_equal(s->add(s, counter[1], 7, &sum), 0);
+  assert_int_equal(sum, 7);
+  assert_int_equal(s->add(s, counter[0], 1, &sum), 0);
+  assert_int_equal(sum, 6);
+  DIR *d = opendir(f->dir);
+  int files = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || e->d_name[0] == '.') continue;
+    assert_int_equal(e->d_type, DT_REG);
+    assert_true(strlen(e->d_name) <= 240);
+    files++;
+  }
+  closedir(d);
+  assert_int_equal(files, 6);
 }
 
 static void empty_key_is_rejected(void **state) {
@@ -368,6 +446,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(unsafe_key_characters_are_encoded_into_distinct_files,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(empty_key_is_rejected, setup, teardown),
+      cmocka_unit_test(sha256_matches_the_fips_180_4_examples),
+      cmocka_unit_test_setup_teardown(long_keys_that_differ_only_at_the_end_are_distinct_entries,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(get_of_a_missing_key_times_out_naming_the_key, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(get_waits_for_a_key_set_later_by_another_process, setup,

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* ---- a store in memory, with no limit on keys, that records them ---- */
@@ -186,42 +187,119 @@ static void the_longest_group_name_makes_whole_keys(void **s) {
   m->base.destroy(&m->base);
 }
 
-/* ---- the file store's encoding of a key ---- */
+/* ---- the file store's names for keys ---- */
 
-/* The file store takes a key whose encoding (a plain byte is one, any
- * other three: %XX) is at most 240 bytes, and refuses one more. */
-static void a_file_store_key_is_refused_exactly_when_its_encoding_passes_240_bytes(void **s) {
+/* The file store takes every key of up to MORI_STORE_KEY_MAX bytes, whatever
+ * its bytes (a plain byte is one of a file name, any other three: %XX),
+ * and refuses one more, naming the limit. */
+static void a_file_store_takes_every_key_up_to_the_store_key_max_and_refuses_one_more(void **s) {
   (void)s;
   char *dir = sec_tmpdir("keys");
   mori_store *st;
   assert_int_equal(mori_file_store_open(dir, &st), 0);
   static const struct {
-    size_t plain;  /* plain bytes */
-    int escaped;   /* then one '/' (%2F) */
+    size_t plain;   /* plain bytes */
+    size_t escaped; /* then this many '/' (%2F each) */
     int ok;
-  } cases[] = {{240, 0, 1}, {241, 0, 0}, {237, 1, 1}, {238, 1, 0}, {239, 0, 1}};
+  } cases[] = {{240, 0, 1}, {241, 0, 1}, {237, 1, 1}, {238, 1, 1}, {0, 80, 1}, {0, 81, 1},
+               {MORI_STORE_KEY_MAX, 0, 1}, {0, MORI_STORE_KEY_MAX, 1},
+               {MORI_STORE_KEY_MAX - 1, 1, 1}, {MORI_STORE_KEY_MAX + 1, 0, 0},
+               {0, MORI_STORE_KEY_MAX + 1, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char key[300];
+    char key[2 * MORI_STORE_KEY_MAX];
     memset(key, 'k', cases[i].plain);
-    key[cases[i].plain] = '\0';
-    if (cases[i].escaped) strcat(key, "/");
-    size_t encoded = cases[i].plain + 3u * (size_t)cases[i].escaped;
-    int set = st->set(st, key, "v", 1);
+    memset(key + cases[i].plain, '/', cases[i].escaped);
+    key[cases[i].plain + cases[i].escaped] = '\0';
+    size_t bytes = strlen(key);
+    int set = st->set(st, key, &i, sizeof i);
     void *v = NULL;
     size_t len = 0;
     int get = set == 0 ? st->get(st, key, &v, &len, 0) : set;
+    int same = get == 0 && len == sizeof i && memcmp(v, &i, sizeof i) == 0;
     free(v);
-    print_message("%zu bytes encoded: set %d get %d %s\n", encoded, set, get,
-                  set ? mori_last_error() : "");
-    if (cases[i].ok && (set != 0 || get != 0))
-      fail_msg("a key encoded in %zu bytes refused: %s", encoded, mori_last_error());
-    if (!cases[i].ok && (set == 0 || !strstr(mori_last_error(), "more than 240 bytes")))
-      fail_msg("a key encoded in %zu bytes: set %d, and the error does not name the limit: %s",
-               encoded, set, mori_last_error());
+    print_message("%zu bytes (%zu escaped): set %d get %d %s\n", bytes, cases[i].escaped, set,
+                  get, set ? mori_last_error() : "");
+    if (cases[i].ok && !same)
+      fail_msg("a key of %zu bytes (%zu escaped) refused or not read back: %s", bytes,
+               cases[i].escaped, mori_last_error());
+    if (!cases[i].ok && (set != MORI_EINVAL || !strstr(mori_last_error(), "MORI_STORE_KEY_MAX")))
+      fail_msg("a key of %zu bytes: set %d, and the error does not name the limit: %s", bytes,
+               set, mori_last_error());
   }
   st->destroy(st);
   sec_remove_tree(dir);
   free(dir);
+}
+
+/* ---- the longest group name over each store ---- */
+
+typedef struct group_run {
+  const char *group;
+  int in_band; /* the launcher's incarnation hidden: the ranks agree one */
+} group_run;
+
+/* A rank: alloc, rendezvous over the launch's store in the group of
+ * ctx->arg, free.  Its line: "rc=<rendezvous's> err=<its error>". */
+static int rank_in_group(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  const group_run *g = ctx->arg;
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (g->in_band) ctx->store->incarnation = NULL;
+  mori_symm_set_timeout_ms(20000); /* a loaded machine is no failure here */
+  int rc = mori_symm_alloc(1 << 20, ctx->rank, &base);
+  if (rc == 0) rc = mori_symm_rendezvous(base, g->group, ctx->rank, ctx->world, ctx->store, &w, NULL);
+  snprintf(msg, msglen, "rc=%d err=%.900s", rc, rc ? mori_last_error() : "");
+  if (base) mori_symm_free(base);
+  mori_symm_release_all();
+  return rc;
+}
+
+/* Entries of a store directory that a rendezvous wrote (its sockets/
+ * directory, the launcher's, aside). */
+static int store_entries(const char *dir) {
+  char sockets[4096];
+  struct stat st;
+  snprintf(sockets, sizeof sockets, "%s/sockets", dir);
+  return sec_count_entries(dir) - (stat(sockets, &st) == 0);
+}
+
+/* MORI_SYMM_GROUP_MAX bytes, plain or every byte one a file name cannot
+ * hold (the file store's encoding triples it), rendezvous over the file
+ * store at 2 ranks, through every step up to the last barrier, with an
+ * in-band incarnation (the longest keys: joins and answers) and with a
+ * launcher's; one byte more is refused with MORI_ERANGE by both ranks
+ * before anything is written to the store.  torch's stores take keys of
+ * any length: MORI_SYMM_GROUP_MAX is what MORI_STORE_KEY_MAX leaves a
+ * group, which every store must take (mori/store.h). */
+static void the_longest_group_name_rendezvouses_over_the_file_store_and_one_more_is_refused(
+    void **s) {
+  (void)s;
+  static const char bytes[] = {'g', '/'};
+  for (int escaped = 0; escaped < 2; escaped++)
+    for (int in_band = 0; in_band < 2; in_band++)
+      for (size_t n = MORI_SYMM_GROUP_MAX; n <= MORI_SYMM_GROUP_MAX + 1; n++) {
+        char *dir = sec_tmpdir("longest"), group[MORI_SYMM_GROUP_MAX + 2];
+        memset(group, bytes[escaped], n);
+        group[n] = '\0';
+        mori_rank_result res[2];
+        group_run run = {group, in_band};
+        int failed = mori_launch_at(dir, 2, rank_in_group, &run, 60000, res);
+        for (int r = 0; r < 2; r++)
+          print_message("%zu bytes%s%s: rank %d: %s\n", n, escaped ? " of '/'" : "",
+                        in_band ? ", in-band" : "", r, res[r].msg);
+        int entries = store_entries(dir);
+        if (n <= MORI_SYMM_GROUP_MAX && failed != 0)
+          fail_msg("a group name of %zu bytes%s failed: %s | %s", n, escaped ? " of '/'" : "",
+                   res[0].msg, res[1].msg);
+        for (int r = 0; n > MORI_SYMM_GROUP_MAX && r < 2; r++)
+          if (sec_num(res[r].msg, "rc") != MORI_ERANGE || !strstr(res[r].msg, "403"))
+            fail_msg("rank %d: a group name of %zu bytes: want MORI_ERANGE naming 403: %s", r, n,
+                     res[r].msg);
+        if (n > MORI_SYMM_GROUP_MAX && entries != 0)
+          fail_msg("a group name of %zu bytes left %d entries in the store", n, entries);
+        sec_remove_tree(dir);
+        free(dir);
+      }
 }
 
 int main(int argc, char **argv) {
@@ -230,7 +308,10 @@ int main(int argc, char **argv) {
           a_group_name_too_long_for_its_keys_is_refused_before_any_store_operation, setup,
           teardown),
       cmocka_unit_test_setup_teardown(the_longest_group_name_makes_whole_keys, setup, teardown),
-      cmocka_unit_test(a_file_store_key_is_refused_exactly_when_its_encoding_passes_240_bytes),
+      cmocka_unit_test(a_file_store_takes_every_key_up_to_the_store_key_max_and_refuses_one_more),
+      cmocka_unit_test_setup_teardown(
+          the_longest_group_name_rendezvouses_over_the_file_store_and_one_more_is_refused, setup,
+          teardown),
   };
   return mori_run_tests(argc, argv, tests);
 }

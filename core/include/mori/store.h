@@ -21,6 +21,12 @@ extern "C" {
  * costs neither memory nor time. */
 #define MORI_STORE_VALUE_MAX 4096
 
+/* The longest key, in bytes (NUL aside), that every store must take,
+ * whatever its bytes: the longest a rendezvous builds, which leaves a
+ * group name MORI_SYMM_GROUP_MAX bytes (mori/symm.h).  The file store
+ * takes exactly these; torch's c10d stores take keys of any length. */
+#define MORI_STORE_KEY_MAX 511
+
 typedef struct mori_store mori_store;
 struct mori_store {
   /* Publishes key = value (overwrites). */
@@ -51,7 +57,9 @@ struct mori_store {
  * symlink; dir itself must be ours.  Missing levels are created 0700.
  * Every later access is relative to the directory opened here, and
  * entries are read only if they are regular files of at most
- * MORI_STORE_VALUE_MAX bytes. */
+ * MORI_STORE_VALUE_MAX bytes.  A key is one file: its bytes outside
+ * [A-Za-z0-9_.-] written %XX; an encoding longer than a file name holds
+ * becomes its first 175 bytes, '~' and the key's SHA-256 in hex. */
 MORI_API int mori_file_store_open(const char *dir, mori_store **out);
 
 /* How long a poller that has waited waited_us for something in a store

@@ -126,8 +126,9 @@ MORI_API int mori_window_retain(mori_window *w);
 MORI_API int mori_window_release(mori_window *w);
 
 /* The longest group name: every store key of a rendezvous holds the name
- * and fits 511 bytes (a key cut short would alias another rank's).  A
- * longer one is refused with MORI_ERANGE before anything is done. */
+ * and fits MORI_STORE_KEY_MAX bytes, which every store takes (a key cut
+ * short would alias another rank's).  A longer one is refused with
+ * MORI_ERANGE before anything is done. */
 #define MORI_SYMM_GROUP_MAX 403
 
 /* Collective over group (rank/world of this process in it; store shared by
