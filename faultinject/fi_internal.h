@@ -34,4 +34,11 @@ int mori_fi__spec_params(int call, mori_fi__param *out);
 /* 1 if calls.c lists the errors call can return (a test checks them all). */
 int mori_fi__call_errors_filled(int call);
 
+/* Creates (or overwrites) a file the fault shim or a tool writes: mode
+ * 0600, no link followed, no FIFO waited on; an existing name is
+ * overwritten only if it is a regular file of this euid with one link.
+ * Returns the fd (O_WRONLY, O_NONBLOCK, O_CLOEXEC), or -1 with err naming
+ * the path and what is wrong with it. */
+int mori_fi__create_output(const char *path, char *err, size_t errlen);
+
 #endif

@@ -225,7 +225,13 @@ static void write_counts(void) {
     char path[4096];
     if (fi__rank() >= 0) snprintf(path, sizeof path, "%s.%d", base, fi__rank());
     else snprintf(path, sizeof path, "%s.pid%ld", base, (long)getpid());
-    FILE *f = fopen(path, "w");
+    char why[4200];
+    int fd = mori_fi__create_output(path, why, sizeof why);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (fd >= 0 && f == NULL) {
+      snprintf(why, sizeof why, "fdopen(%s): %s", path, strerror(errno));
+      close(fd);
+    }
     if (f != NULL) {
       fprintf(f, "global %ld\ninjected %ld\ndatagrams_sent %ld\ndatagrams_received %ld\n",
               fi__p.global, fi__p.injected, fi__p.dgrams_sent, fi__p.dgrams_received);
@@ -239,7 +245,7 @@ static void write_counts(void) {
                   fi__p.us_max[c], fi__p.nth_max[c]);
       fclose(f);
     } else {
-      fprintf(stderr, "MORI_FI: count=%s: cannot write %s: %s\n", base, path, strerror(errno));
+      fprintf(stderr, "MORI_FI: count=%s: %s\n", base, why);
     }
   }
   pthread_mutex_unlock(&fi__lock);

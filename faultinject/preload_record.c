@@ -218,9 +218,10 @@ static int open_trace(void) {
   char path[4096];
   if (fi__rank() >= 0) snprintf(path, sizeof path, "%s.%d", fi__p.record_path, fi__rank());
   else snprintf(path, sizeof path, "%s.pid%ld", fi__p.record_path, (long)getpid());
-  fi__p.record_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  char why[4200];
+  fi__p.record_fd = mori_fi__create_output(path, why, sizeof why);
   if (fi__p.record_fd < 0) {
-    fprintf(stderr, "MORI_FI: record: cannot write %s\n", path);
+    fprintf(stderr, "MORI_FI: record: %s\n", why);
     fi__p.record_path = NULL;
     return -1;
   }
