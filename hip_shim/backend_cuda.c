@@ -6,6 +6,7 @@
  */
 #include "gpu_common.h"
 #include "gpu_cuda.h"
+#include "mori/runtime_search.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -655,10 +656,22 @@ static int cuda_init_step(const char *call, mori__CUresult r, char *why, size_t 
   return -1;
 }
 
+static const char *const cuda_sonames[] = {MORI_CUDA_SONAMES(MORI_SONAME_ROW)};
+
+/* The search alone: 1 the driver loads, 0 it is not there, -1
+ * MORI_SYMM_CUDA_LIB names a file that does not load. */
+static int cuda_find(char *why, size_t whylen) {
+  const char *opened, *env = getenv("MORI_SYMM_CUDA_LIB");
+  void *lib = mori__gpu_open("MORI_SYMM_CUDA_LIB", TABLE(cuda_sonames), &opened, why, whylen);
+  if (lib == NULL) return env != NULL && *env != '\0' ? -1 : 0;
+  snprintf(why, whylen, "%s", opened);
+  dlclose(lib);
+  return 1;
+}
+
 static int cuda_init(char *why, size_t whylen) {
-  static const char *const sonames[] = {"libcuda.so.1"};
-  const char *opened = sonames[0];
-  cuda_lib = mori__gpu_open("MORI_SYMM_CUDA_LIB", TABLE(sonames), &opened, why, whylen);
+  const char *opened = cuda_sonames[0];
+  cuda_lib = mori__gpu_open("MORI_SYMM_CUDA_LIB", TABLE(cuda_sonames), &opened, why, whylen);
   if (cuda_lib == NULL) return -1;
   if (mori__gpu_resolve(cuda_lib, opened, TABLE(cu_symbols), why, whylen) != 0 ||
       cuda_init_step("cuInit", cu.Init(0), why, whylen) != 0 ||
@@ -750,6 +763,7 @@ static hipError_t cuda_host_free(void *ptr) {
 const struct mori__shim_backend mori__shim_cuda = {
     .name = "cuda",
     .init = cuda_init,
+    .find = cuda_find,
     .hipMemCreate = cuda_mem_create,
     .hipMemRelease = cuda_mem_release,
     .hipMemRetainAllocationHandle = cuda_mem_retain,

@@ -10,6 +10,7 @@
 #include "gpu_common.h"
 #include "hip_abi.h"
 #include "hiprtc.h"
+#include "mori/runtime_search.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -360,12 +361,8 @@ static hipError_t hip_device_attribute(int *value, hipDeviceAttribute_t attr, in
 
 /* ---- the signal kernels: HIP source, compiled by the runtime's hiprtc ---- */
 
-/* Every file name a runtime may have, newest first: ROCm 7 and 6, Debian's
- * HIP 5 (libamdhip64-5), and the unversioned name, which is all some
- * installs have.  A runtime too old is still found, so that the refusal can
- * say what is installed. */
-static const char *const hip_sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6",
-                                          "libamdhip64.so.5", "libamdhip64.so"};
+/* Every file name a runtime may have (mori/runtime_search.h says why). */
+static const char *const hip_sonames[] = {MORI_HIP_SONAMES(MORI_SONAME_ROW)};
 
 static void *hip_lib;
 
@@ -564,18 +561,42 @@ static int hip_judge(void *lib, const char *path, char *why, size_t whylen) {
 }
 
 /* MORI_SYMM_HIP_LIB if set (the user's decision); else the runtime already
- * in the process; else the first of the sonames that loads.  Then: the
- * version, every symbol, hipInit, the version the fd ABI follows. */
-static int hip_init(char *why, size_t whylen) {
-  const char *opened = hip_sonames[0], *env = getenv("MORI_SYMM_HIP_LIB");
+ * in the process; else the first of the sonames that loads.  NULL with the
+ * attempts in why where none loads. */
+static void *hip_open(const char **opened, char *path, size_t pathlen, char *why, size_t whylen) {
+  const char *env = getenv("MORI_SYMM_HIP_LIB");
+  void *lib = NULL;
+  *opened = hip_sonames[0];
+  if (env == NULL || *env == '\0') lib = open_loaded_runtime(opened);
+  if (lib == NULL)
+    lib = mori__gpu_open("MORI_SYMM_HIP_LIB", hip_sonames, MORI_GPU_COUNT(hip_sonames), opened,
+                         why, whylen);
+  if (lib != NULL) loaded_path(lib, *opened, path, pathlen);
+  return lib;
+}
+
+/* The search and the judgement of hip_init, and nothing after them (no
+ * symbol, no hipInit): 1 found and not refused, 0 none found, -1 refused or
+ * MORI_SYMM_HIP_LIB does not load.  The runtime's own version call may
+ * bring it up: callers that fork later ask in a child (mori-symm does). */
+static int hip_find(char *why, size_t whylen) {
+  const char *opened, *env = getenv("MORI_SYMM_HIP_LIB");
   char path[PATH_MAX];
-  hip_lib = NULL;
-  if (env == NULL || *env == '\0') hip_lib = open_loaded_runtime(&opened);
-  if (hip_lib == NULL)
-    hip_lib = mori__gpu_open("MORI_SYMM_HIP_LIB", hip_sonames, MORI_GPU_COUNT(hip_sonames),
-                             &opened, why, whylen);
+  void *lib = hip_open(&opened, path, sizeof path, why, whylen);
+  if (lib == NULL) return env != NULL && *env != '\0' ? -1 : 0;
+  int rc = hip_judge(lib, path, why, whylen) != 0 ? -1 : 1;
+  if (rc == 1) snprintf(why, whylen, "%s", path);
+  dlclose(lib);
+  return rc;
+}
+
+/* The search (hip_open), then: the version, every symbol, hipInit, the
+ * version the fd ABI follows. */
+static int hip_init(char *why, size_t whylen) {
+  const char *opened;
+  char path[PATH_MAX];
+  hip_lib = hip_open(&opened, path, sizeof path, why, whylen);
   if (hip_lib == NULL) return -1;
-  loaded_path(hip_lib, opened, path, sizeof path);
   if (hip_judge(hip_lib, path, why, whylen) ||
       mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen) ||
       hip_init_step("hipInit", hip.Init(0), why, whylen) ||
@@ -590,6 +611,7 @@ static int hip_init(char *why, size_t whylen) {
 const struct mori__shim_backend mori__shim_hip = {
     .name = "hip",
     .init = hip_init,
+    .find = hip_find,
     .hipMemCreate = hip_mem_create,
     .hipMemRelease = hip_mem_release,
     .hipMemRetainAllocationHandle = hip_mem_retain,

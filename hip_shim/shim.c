@@ -112,6 +112,47 @@ static int bring_up(const char *name) {
   return 0;
 }
 
+const char *mori_shim_backend_name(int i) {
+  return i >= 0 && (size_t)i < sizeof backends / sizeof backends[0] ? backends[i]->name : NULL;
+}
+
+/* auto's candidates in bring_up's order; the verdict is the first found
+ * and accepted, else a refusal if any (each named), else none found. */
+int mori_shim_runtime_find(const char *name, char *why, size_t whylen) {
+  static const char *const auto_order[] = {"hip", "cuda"};
+  const char *one[] = {name};
+  const char *const *names = one;
+  size_t n = 1, used = 0;
+  char reason[1024];
+  int verdict = 0;
+  if (whylen > 0) why[0] = '\0';
+  if (name == NULL || *name == '\0' || strcmp(name, "auto") == 0) {
+    names = auto_order;
+    n = sizeof auto_order / sizeof auto_order[0];
+  }
+  for (size_t i = 0; i < n; i++) {
+    const struct mori__shim_backend *b = find_backend(names[i]);
+    if (b == NULL) {
+      snprintf(why, whylen, "unknown shim backend '%s' (expected auto, sim, cuda or hip)",
+               names[i]);
+      return -1;
+    }
+    reason[0] = '\0';
+    int rc = b->find ? b->find(reason, sizeof reason) : 1;
+    if (rc == 1) {
+      snprintf(why, whylen, "%s: %s", b->name, b->find ? reason : "the emulator");
+      return 1;
+    }
+    if (rc < 0) verdict = -1;
+    if (rc < 0 || (verdict == 0 && n == 1)) {
+      int k = snprintf(why + used, whylen > used ? whylen - used : 0, "%s%s: %s",
+                       used ? "; " : "", b->name, reason);
+      if (k > 0) used += (size_t)k < whylen - used ? (size_t)k : whylen - used - 1;
+    }
+  }
+  return verdict;
+}
+
 /* MORI_FI is read by libmori_faultinject.so alone: set in a process the
  * fault shim was not preloaded into, it would do nothing, silently.  Every
  * such process loads this library, so its loading says so, once per

@@ -24,6 +24,11 @@ struct mori__shim_backend {
   /* Bring the runtime up.  0 on success; otherwise nonzero with the reason
    * written to why (e.g. "libcuda.so.1: cannot open shared object file"). */
   int (*init)(char *why, size_t whylen);
+  /* Find the runtime without bringing it up (mori_shim_runtime_find): 1
+   * found and accepted (why: its file), 0 none there, -1 found and refused
+   * or named by the user and not loadable (why says which); NULL: always
+   * there (the sim). */
+  int (*find)(char *why, size_t whylen);
 #define MORI__SHIM_ENTRY(name, arity, params, args, registry, shim, spec, errors) \
   hipError_t(*name) params;
   MORI_SHIM_HIP_CALLS(MORI__SHIM_ENTRY)

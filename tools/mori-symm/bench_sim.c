@@ -407,7 +407,7 @@ static int bench_sim_run(int argc, char **argv) {
   a.shim = cli_default_shim(a.shim);
   int seam = mori_fi_loaded();
   printf("bench-sim: ranks %s, shim %s, %d reps of each repeated step, %zu-byte blocks\n", ranks,
-         a.shim, a.reps, a.size);
+         cli_shim_label(a.shim), a.reps, a.size);
   printf("  per rank and per operation (a repeated step's counts and wall_us divided by its %d "
          "reps), the most any rank did; growth k: count ~ (N-1)^k between the two largest "
          "worlds\n", a.reps);
@@ -477,8 +477,8 @@ static int bench_sim_run(int argc, char **argv) {
             ranks, failed, bad, flagged);
     return 1;
   }
-  printf("bench-sim ok: ranks=%s steps=%zu rows=%d flagged=0 seam=%s\n", ranks, NSTEPS, rows,
-         seam ? "yes" : "no");
+  printf("bench-sim ok: ranks=%s steps=%zu rows=%d flagged=0 seam=%s%s\n", ranks, NSTEPS, rows,
+         seam ? "yes" : "no", cli_emulator_note(a.shim));
   return 0;
 }
 

@@ -28,10 +28,19 @@ int cli_bench_parse(const char *msg, const char *const *names, const int *repeat
                     size_t nsteps, int ncounts, int reps, double *out, int *seam);
 
 /* The shim choices of --shim, and the default: the argument, else
- * MORI_SYMM_SHIM, else "auto" when a GPU runtime library can be loaded,
- * else "sim". */
+ * MORI_SYMM_SHIM, else "auto" where the shim finds a GPU runtime it
+ * accepts (mori_shim_runtime_find, asked in a child), else "sim": without
+ * a word where none is found, with one WARN line on stderr naming each
+ * refusal (a HIP older than 6.2: its file, its version, the minimum; a
+ * MORI_SYMM_HIP_LIB that does not load). */
 extern const char *const cli_shims[];
 const char *cli_default_shim(const char *arg);
+/* What the emulator's outputs say of it: the shim as a header names it
+ * ("sim (the emulator, no GPU)"), and the note a closing line ends with
+ * (" on the emulator (shim sim, no GPU)"; "" for a GPU shim). */
+int cli_is_emulator(const char *shim);
+const char *cli_shim_label(const char *shim);
+const char *cli_emulator_note(const char *shim);
 
 /* ---- forked ranks (ranks.c) ---- */
 

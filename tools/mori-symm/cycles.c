@@ -94,7 +94,7 @@ static int cycles_run(int argc, char **argv) {
   if (rc != 0) return rc;
   printf("cycles: %d ranks on %d device(s), %d x (alloc %zu bytes, rendezvous, barrier, free), "
          "shim %s\n",
-         a.r.ranks, a.r.devices, a.count, a.size, a.r.shim);
+         a.r.ranks, a.r.devices, a.count, a.size, cli_shim_label(a.r.shim));
   fflush(stdout);
   mori_rank_result *res = calloc((size_t)a.r.ranks, sizeof *res);
   if (res == NULL) {
@@ -103,7 +103,8 @@ static int cycles_run(int argc, char **argv) {
   }
   (void)mori_launch(a.r.ranks, cycles_rank, &a, CYCLES_DEADLINE_MS, res);
   int failed = cli_ranks_report(&cli_cycles_command, a.r.ranks, res, CYCLES_DEADLINE_MS);
-  if (failed == 0) printf("cycles ok: ranks=%d count=%d\n", a.r.ranks, a.count);
+  if (failed == 0)
+    printf("cycles ok: ranks=%d count=%d%s\n", a.r.ranks, a.count, cli_emulator_note(a.r.shim));
   free(res);
   return failed ? 1 : 0;
 }

@@ -253,7 +253,7 @@ static int demo_run(int argc, char **argv) {
   cli_format_size((long long)a.size, buffer, sizeof buffer);
   printf("demo: %d ranks on %d device(s), shim %s, buffers of %s: bytes=%zu per rank "
          "(a chunk to every rank, each verified)\n",
-         a.r.ranks, a.r.devices, a.r.shim, buffer, per_rank);
+         a.r.ranks, a.r.devices, cli_shim_label(a.r.shim), buffer, per_rank);
   fflush(stdout);
 
   mori_rank_result *res = calloc((size_t)a.r.ranks, sizeof *res);
@@ -283,9 +283,10 @@ static int demo_run(int argc, char **argv) {
            "%.0f us, cached rendezvous %.3f us, barrier %.1f us, all-to-all %.0f us (%.2f GB/s "
            "aggregate, peers only)\n",
            init, alloc, rdv, cached, barrier, a2a, a2a > 0 ? (double)moved / a2a / 1e3 : 0.0);
-    printf("demo ok: ranks=%d bytes=%zu leaks=%ld (bytes: %d x %zu per rank)%s\n", a.r.ranks,
+    printf("demo ok: ranks=%d bytes=%zu leaks=%ld (bytes: %d x %zu per rank)%s%s\n", a.r.ranks,
            bytes, leaks, a.r.ranks, per_rank,
-           a.exit_live ? " (teardown at exit, checked by each rank)" : "");
+           a.exit_live ? " (teardown at exit, checked by each rank)" : "",
+           cli_emulator_note(a.r.shim));
   }
   free(res);
   return failed == 0 ? 0 : 1;

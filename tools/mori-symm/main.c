@@ -4,11 +4,13 @@
  */
 #include "cli.h"
 
-#include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mori/fi.h"
 #include "mori/fsm.h"
@@ -23,25 +25,66 @@ double cli_now_us(void) {
 
 const char *const cli_shims[] = {"sim", "cuda", "hip", "auto", NULL};
 
-/* Loading a runtime library does not initialize it, so forked ranks can
- * still bring it up themselves. */
-static int runtime_present(void) {
-  static const char *const libs[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libcuda.so.1"};
-  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
-    void *h = dlopen(libs[i], RTLD_LAZY | RTLD_LOCAL);
-    if (h) {
-      dlclose(h);
-      return 1;
-    }
+/* mori_shim_runtime_find("auto") in a child: HIP's version call may bring
+ * the runtime up, and the ranks fork later.  1 found and accepted, 0 none,
+ * -1 refused (why says what and why); a child that dies says so as -1. */
+static int runtime_found(char *why, size_t whylen) {
+  int fds[2];
+  why[0] = '\0';
+  if (pipe(fds) != 0) {
+    snprintf(why, whylen, "pipe: %s", strerror(errno));
+    return -1;
   }
-  return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    char text[1024];
+    int rc = mori_shim_runtime_find("auto", text, sizeof text);
+    FILE *out = fdopen(fds[1], "w");
+    if (out != NULL) fprintf(out, "%d %s", rc, text);
+    _exit(out != NULL && fclose(out) == 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  char text[1100] = "";
+  size_t n = 0;
+  ssize_t k;
+  while (pid > 0 && n + 1 < sizeof text &&
+         ((k = read(fds[0], text + n, sizeof text - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+    n += k > 0 ? (size_t)k : 0;
+  text[n] = '\0';
+  close(fds[0]);
+  int status = 0, rc = -1, used = 0;
+  if (pid < 0) snprintf(why, whylen, "fork: %s", strerror(errno));
+  else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+           sscanf(text, "%d %n", &rc, &used) != 1)
+    snprintf(why, whylen, "the child looking for a GPU runtime failed (%s)", text);
+  else
+    snprintf(why, whylen, "%s", text + used);
+  return rc;
 }
 
 const char *cli_default_shim(const char *arg) {
   if (arg && *arg) return arg;
   const char *env = getenv("MORI_SYMM_SHIM");
   if (env && *env) return env;
-  return runtime_present() ? "auto" : "sim";
+  char why[1100];
+  int found = runtime_found(why, sizeof why);
+  if (found == 1) return "auto";
+  if (found < 0)
+    fprintf(stderr, "[mori-symm WARN] %s: falling back to the sim, the emulator (no GPU is "
+                    "used; --shim sim or MORI_SYMM_SHIM=sim chooses it without this warning)\n",
+            why);
+  return "sim";
+}
+
+int cli_is_emulator(const char *shim) { return shim != NULL && strcmp(shim, "sim") == 0; }
+
+const char *cli_shim_label(const char *shim) {
+  return cli_is_emulator(shim) ? "sim (the emulator, no GPU)" : shim;
+}
+
+const char *cli_emulator_note(const char *shim) {
+  return cli_is_emulator(shim) ? " on the emulator (shim sim, no GPU)" : "";
 }
 
 /* ---- probe ---- */
@@ -71,7 +114,8 @@ static int probe_run(int argc, char **argv) {
     return 1;
   }
   int version = mori_shim_runtime_version();
-  printf("shim %s, runtime version %d, %d device(s)\n", mori_shim_backend(), version, ndev);
+  const char *backend = mori_shim_backend();
+  printf("shim %s, runtime version %d, %d device(s)\n", cli_shim_label(backend), version, ndev);
   printf("%-7s %-10s %s\n", "device", "handle", "why");
   for (int d = 0; d < ndev; d++) {
     int type = 0;
@@ -88,7 +132,7 @@ static int probe_run(int argc, char **argv) {
     fprintf(stderr, "probe FAILED: devices=%d leaks=%ld\n", ndev, leaks);
     return 1;
   }
-  printf("probe ok: devices=%d leaks=%ld\n", ndev, leaks);
+  printf("probe ok: devices=%d leaks=%ld%s\n", ndev, leaks, cli_emulator_note(backend));
   return 0;
 }
 

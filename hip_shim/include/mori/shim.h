@@ -10,6 +10,7 @@
 #ifndef MORI_SHIM_H
 #define MORI_SHIM_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "mori/api.h"
@@ -22,6 +23,21 @@ extern "C" {
  * it succeeds only if it names the backend already active.  Returns 0, or
  * -1 with mori_shim_message() saying why (e.g. backend not built). */
 MORI_API int mori_shim_select(const char *name);
+/* The backends built in ("sim", "cuda", "hip"), by index; NULL past the
+ * last. */
+MORI_API const char *mori_shim_backend_name(int i);
+/* Whether backend `name` ("hip", "cuda", or "auto": hip, then cuda, as
+ * mori_shim_select tries them; "sim" is always there) finds a runtime it
+ * accepts, without bringing it up or selecting anything: the same search
+ * and version check as its bring-up, no symbol resolved, no hipInit.
+ * Returns 1 (why: the backend and the file), 0 none found (why: the names
+ * tried, for one backend; empty for auto), or -1: one was found and
+ * refused, or MORI_SYMM_HIP_LIB / MORI_SYMM_CUDA_LIB names a file that
+ * does not load (why: each refusal, "hip: found HIP 5.2.21153 (FILE, ...);
+ * mori-symm needs HIP >= 6.2 (ROCm 6.2)").  It loads the runtime library,
+ * and HIP's version call may initialise it: a program that forks GPU
+ * processes afterwards asks in a child (mori-symm's default shim does). */
+MORI_API int mori_shim_runtime_find(const char *name, char *why, size_t whylen);
 /* Name of the active backend, selecting it from MORI_SYMM_SHIM if needed;
  * NULL if it could not be brought up (mori_shim_message() says why). */
 MORI_API const char *mori_shim_backend(void);
