@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mori/hip_shim.h"
@@ -331,6 +332,63 @@ static void a_stream_held_past_the_timeout_is_no_failure(void **s) {
   assert_int_equal(fh_num(res[0].msg, "watched"), 1);
 }
 
+/* A refused start is not remembered: once the thread could not start, a
+ * later bounded wait whose peer never comes is still watched, expires and
+ * is released, and the next call reports it (a start taken as done, or a
+ * thread told to stop, leaves the late peer waited for forever).  Every
+ * rank's first bounded barrier is refused; rank 0 then waits 100 ms for a
+ * signal rank 1 puts only if no release came within 10 s (so that an
+ * unwatched wait ends, and the test says so rather than hang). */
+static int unwatched_wait_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  char extra[700] = "first=- expired=-";
+  void *verdict = NULL;
+  size_t len = 0;
+  int rc = open_window(ctx, "refused", &base, &w);
+  int first = rc == 0 ? mori_window_barrier(w, 0, NULL, 30000) : 0;
+  if (rc == 0 && ctx->rank == 0) {
+    long gone = expired();
+    rc = mori_window_wait_signal(w, 1, CH, NULL, 100);
+    for (time_t until = time(NULL) + 10; rc == 0 && expired() == gone && time(NULL) < until;)
+      sched_yield();
+    long n = expired() - gone;
+    if (rc == 0) rc = ctx->store->set(ctx->store, "verdict", n ? "released" : "unwatched", 9);
+    if (rc == 0) rc = mori_hipStreamSynchronize(NULL) == hipSuccess ? 0 : -1;
+    /* a window not failed would wait in this barrier for rank 1, gone */
+    int next = rc == 0 && n > 0 ? mori_window_barrier(w, 0, NULL, 0) : 0;
+    snprintf(extra, sizeof extra, "first=%d expired=%ld next=%d %s", first, n, next,
+             next ? mori_last_error() : "");
+  } else if (rc == 0) {
+    snprintf(extra, sizeof extra, "first=%d", first);
+    rc = ctx->store->get(ctx->store, "verdict", &verdict, &len, 60000);
+    if (rc == 0 && memcmp(verdict, "unwatched", 9) == 0) {
+      rc = mori_window_put_signal(w, 0, CH, NULL, 0);
+      if (rc == 0) rc = mori_hipStreamSynchronize(NULL) == hipSuccess ? 0 : -1;
+    }
+    free(verdict);
+  }
+  if (rc == 0) rc = mori_symm_free(base);
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+static void a_refused_start_leaves_later_waits_watched(void **s) {
+  (void)s;
+  mori_rank_result res[2];
+  const char *spec = "thread_create#1=EAGAIN";
+  fh_run(spec, 2, unwatched_wait_rank, NULL, res, -1);
+  fh_assert_clean(spec, res, 2, -1);
+  for (int r = 0; r < 2; r++)
+    if (strstr(res[r].msg, "rc=0 ") == NULL || strstr(res[r].msg, "first=-2 ") == NULL)
+      fail_msg("rank %d: %s", r, res[r].msg);
+  if (fh_num(res[0].msg, "expired") != 1 ||
+      strstr(res[0].msg, " next=-4 barrier: wait_signal on channel 1: rank(s) 1 never signalled "
+                         "within 100 ms") == NULL)
+    fail_msg("rank 0's wait after the refused start was %s: %s",
+             fh_num(res[0].msg, "expired") ? "not reported" : "never released", res[0].msg);
+}
+
 int main(int argc, char **argv) {
   if (!mori_fi_loaded()) {
     fprintf(stderr, "test_fi_clock needs LD_PRELOAD=libmori_faultinject.so\n");
@@ -341,6 +399,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(clock_failing_in_a_wait_fails_the_rendezvous_naming_it),
       cmocka_unit_test(interrupted_naps_are_short_ones),
       cmocka_unit_test(the_watchdog_s_thread_failing_fails_the_call_naming_it),
+      cmocka_unit_test(a_refused_start_leaves_later_waits_watched),
       cmocka_unit_test(the_watchdog_without_a_clock_fails_its_window_naming_it),
       cmocka_unit_test(a_wait_ends_at_its_deadline_when_the_clock_is_moved_past_it),
       cmocka_unit_test(a_stream_held_past_the_timeout_is_no_failure),
