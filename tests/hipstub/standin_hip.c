@@ -69,15 +69,24 @@ static hipError_t done(hipError_t e) {
     return done(e_ != hipSuccess ? e_ : mori__shim_sim.entry args);                        \
   } while (0)
 
+static int initialised; /* hipInit succeeded */
+
 /* The release claimed; -1 for "error": a runtime that cannot say, whose
- * hipRuntimeGetVersion fails. */
+ * hipRuntimeGetVersion fails; "init:N", N only once hipInit has run, as a
+ * runtime that answers nothing before its initialisation. */
 static int claimed_version(void) {
   const char *v = getenv("MORI_STANDIN_HIP_VERSION");
   if (v != NULL && strcmp(v, "error") == 0) return -1;
+  if (v != NULL && strncmp(v, "init:", 5) == 0)
+    return __atomic_load_n(&initialised, __ATOMIC_ACQUIRE) ? atoi(v + 5) : -1;
   return v != NULL && *v != '\0' ? atoi(v) : STANDIN_DEFAULT_VERSION;
 }
 
-hipError_t hipInit(unsigned int flags) { return done(ready()); }
+hipError_t hipInit(unsigned int flags) {
+  hipError_t e = ready();
+  if (e == hipSuccess) __atomic_store_n(&initialised, 1, __ATOMIC_RELEASE);
+  return done(e);
+}
 
 hipError_t hipRuntimeGetVersion(int *version) {
   if (version == NULL) return done(hipErrorInvalidValue);

@@ -85,6 +85,43 @@ static void rocm_version_from_the_file_name_where_the_runtime_cannot_tell(void *
   assert_null(mori_shim_backend());
 }
 
+/* A runtime that answers its version only once hipInit ran, under a file
+ * name that carries none (a wheel's libamdhip64.so): nothing judges it
+ * before the symbols, so the version it gives after hipInit must be judged
+ * (MORI_STANDIN_HIP_VERSION=init:N, N older than 6.2). */
+static void a_runtime_answering_only_after_init_is_judged_then(void **state) {
+  const char *v = getenv("MORI_STANDIN_HIP_VERSION");
+  assert_true(v != NULL && strncmp(v, "init:", 5) == 0);
+  int version = atoi(v + 5);
+  char want[PATH_MAX + 256];
+  if (mori_shim_select("hip") == 0)
+    fail_msg("HIP %d.%d, which answers its version only after hipInit, was accepted",
+             version / 10000000, version / 100000 % 100);
+  snprintf(want, sizeof want,
+           "shim backend hip not available: found HIP %d.%d.0 (%s, hipRuntimeGetVersion %d); "
+           "mori-symm needs HIP >= 6.2 (ROCm 6.2)",
+           version / 10000000, version / 100000 % 100, getenv("MORI_SYMM_HIP_LIB"), version);
+  assert_string_equal(mori_shim_message(), want);
+  assert_null(mori_shim_backend());
+}
+
+/* A file name of two version fields (libamdhip64.so.6.1, no patch) still
+ * tells the release: 6.1, refused before any symbol. */
+static void rocm_version_from_a_file_name_of_two_fields(void **state) {
+  char real[PATH_MAX], want[PATH_MAX + 256];
+  assert_non_null(realpath(getenv("MORI_SYMM_HIP_LIB"), real));
+  const char *base = strrchr(real, '/');
+  assert_string_equal(base ? base + 1 : real, "libamdhip64.so.6.1");
+  assert_int_equal(mori_shim_select("hip"), -1);
+  snprintf(want, sizeof want,
+           "shim backend hip not available: found HIP 6.1.0 (%s, from its file name; "
+           "hipRuntimeGetVersion: hipErrorNotInitialized (3)); mori-symm needs HIP >= 6.2 "
+           "(ROCm 6.2)",
+           real);
+  assert_string_equal(mori_shim_message(), want);
+  assert_null(mori_shim_backend());
+}
+
 static void rocm_6_2_and_later_are_accepted(void **state) {
   if (mori_shim_select("hip") != 0) fail_msg("select hip: %s", mori_shim_message());
   int version = 0;
@@ -97,6 +134,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(binds_the_runtime_already_in_the_process),
       cmocka_unit_test(rocm_older_than_6_2_is_refused_at_bring_up),
       cmocka_unit_test(rocm_version_from_the_file_name_where_the_runtime_cannot_tell),
+      cmocka_unit_test(a_runtime_answering_only_after_init_is_judged_then),
+      cmocka_unit_test(rocm_version_from_a_file_name_of_two_fields),
       cmocka_unit_test(rocm_6_2_and_later_are_accepted),
   };
   return mori_run_tests(argc, argv, tests);

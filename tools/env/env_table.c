@@ -182,9 +182,9 @@ const mori_env_var mori_env_vars[] = {
     {"MORI_STANDIN_TRACE", MORI_ENV_TESTS, "1", "off",
      "the stand-in runtimes of tests/hipstub print the sim's detail behind each error",
      "tests/hipstub"},
-    {"MORI_STANDIN_HIP_VERSION", MORI_ENV_TESTS, "N|error", "the stand-in's",
+    {"MORI_STANDIN_HIP_VERSION", MORI_ENV_TESTS, "N|error|init:N", "the stand-in's",
      "the runtime version the stand-in libamdhip64 reports (error: its hipRuntimeGetVersion "
-     "fails)",
+     "fails; init:N: it fails until hipInit, then reports N)",
      "tests/hipstub"},
     {"MORI_STANDIN_CUDA_VERSION", MORI_ENV_TESTS, "N", "the stand-in's",
      "the driver version the stand-in libcuda reports",
