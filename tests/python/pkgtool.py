@@ -26,6 +26,11 @@ top-level `mori_symm`.  This tool checks that, as a user meets it:
       torch and extension (CI); --inherit makes SITE's packages (the real
       torch) visible in the venv, leaving out any mori of its own (the GPU
       host).  Prints every command and what it said.
+  pkgtool.py conflict --stage STAGE --work DIR [--python PY]
+      no venv: the laid-out package (STAGE) beside a stand-in of AMD's
+      mori whose mori/allocator/ package is imported before its extension
+      (which it loads on first use): that package alone must make
+      `import mori_symm` warn; our own mori.allocator module must not.
 
 Nothing is downloaded: pip runs with --no-index on local wheels only.
 """
@@ -511,6 +516,63 @@ def cmd_cycle(args) -> int:
     return 0
 
 
+def cmd_conflict(args) -> int:
+    work = os.path.abspath(args.work)
+    stage = os.path.abspath(args.stage)
+    shutil.rmtree(work, ignore_errors=True)
+    amd = os.path.join(work, "amd")
+    files = standin_files(with_allocator=True)
+    # AMD's mori.allocator before its first use: the extension that
+    # registers "MORI" is loaded (or compiled) later, so importing the
+    # package leaves only mori.allocator in sys.modules.
+    files["mori/allocator/__init__.py"] = (
+        b'"""Stands for AMD\'s mori.allocator before its first use: no extension yet."""\n'
+        b'OWNER = "other-mori"\n')
+    for rel, data in files.items():
+        path = os.path.join(amd, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    env = dict(os.environ, PKGTOOL_STANDIN_TORCH=os.path.join(HERE, "standin_torch"),
+               PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1")
+
+    def probe(path: list[str], *modules: str) -> dict:
+        print(f"$ PYTHONPATH={os.pathsep.join(path)} python -c 'import {', '.join(modules)}'")
+        r = subprocess.run([args.python, "-c", PROBE], capture_output=True, text=True, cwd=work,
+                           env=dict(env, PYTHONPATH=os.pathsep.join(path),
+                                    PKGTOOL_PROBE=",".join(modules)))
+        if r.returncode != 0:
+            raise Failure(f"the probe failed:\n{r.stdout}{r.stderr}")
+        facts = json.loads(r.stdout.strip().splitlines()[-1])
+        for name in modules:
+            print(f"  {name}: {facts[name]}")
+        return facts
+
+    problems = []
+    try:
+        facts = probe([amd, stage], "mori.allocator", "mori_symm")
+        alloc, symm = facts["mori.allocator"], facts["mori_symm"]
+        if alloc.get("owner") != "other-mori":
+            problems.append(f"mori.allocator should be the stand-in's package: {alloc}")
+        where = os.path.join(amd, "mori", "allocator", "__init__.py")
+        if not any("BackendConflictWarning" in w and f"mori.allocator ({where})" in w
+                   for w in symm.get("warnings", [])):
+            problems.append("no BackendConflictWarning naming AMD's mori.allocator, imported "
+                            f"before its extension: {symm.get('warnings')}")
+        ours = probe([stage], "mori.allocator")["mori.allocator"]
+        if ours.get("file") != os.path.join(stage, "mori", "allocator.py") or ours.get("warnings"):
+            problems.append(f"our own mori.allocator, alone: {ours}")
+    except Failure as e:
+        problems.append(str(e))
+    for p in problems:
+        print(f"  problem: {p}")
+    if problems:
+        print(f"conflict FAILED: {len(problems)} problem(s)")
+        return 1
+    print("conflict ok: AMD's mori.allocator alone warns, ours does not")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -529,8 +591,13 @@ def main(argv: list[str]) -> int:
     y.add_argument("--python", default=sys.executable)
     y.add_argument("--standin-torch", action="store_true")
     y.add_argument("--inherit")
+    k = sub.add_parser("conflict")
+    k.add_argument("--stage", required=True)
+    k.add_argument("--work", required=True)
+    k.add_argument("--python", default=sys.executable)
     args = p.parse_args(argv)
-    return {"wheel": cmd_wheel, "check-wheel": cmd_check_wheel, "cycle": cmd_cycle}[args.cmd](args)
+    return {"wheel": cmd_wheel, "check-wheel": cmd_check_wheel, "cycle": cmd_cycle,
+            "conflict": cmd_conflict}[args.cmd](args)
 
 
 if __name__ == "__main__":
