@@ -12,22 +12,55 @@
 # sed expression must change its file: a row whose anchor is gone is
 # reported "stale" (refresh it), not counted.  A mutant that does not build
 # is reported "no build" and not counted either.
+#
+# The mechanical mode needs no rows: every mutant of a fixed set of rules
+# (scripts/mutgen.py says which) on the lines a change touches:
+#
+#   scripts/mutate.sh --diff BASE[..REV] [--rev REV] [--sample N] [--seed S]
+#                     [--rerun REPORT | --keys FILE] [--timeout SECONDS]
+#                     [--report FILE] [--keep DIR] [--dry-run]
+#
+# --rev REV mutates and tests REV's tree (git archive), not the working
+# tree; --sample N takes N mutants drawn with --seed S (default 1) from all
+# of them; --rerun REPORT takes the survivors of an earlier report again
+# (by key).  The tests nearest the file (tests/mutants/nearest.tsv) run
+# first, then, for a survivor, the wider set; each ctest run is capped at
+# --timeout seconds (default 90).  Equivalent mutants
+# (tests/mutants/equivalent.tsv) are listed, not run, and not counted.
 set -uo pipefail
+set -f # ctest arguments are regular expressions, never globs
 cd "$(dirname "$0")/.."
 root=$PWD
 list=tests/mutants/mutants.tsv
 scratch=""
 filter=""
+diff_base="" rev="" sample=0 seed=1 keys="" rerun="" cap=90 report_out="" dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --list) list=$2; shift 2 ;;
     --keep) scratch=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --diff) diff_base=$2; shift 2 ;;
+    --rev) rev=$2; shift 2 ;;
+    --sample) sample=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --keys) keys=$2; shift 2 ;;
+    --rerun) rerun=$2; shift 2 ;;
+    --timeout) cap=$2; shift 2 ;;
+    --report) report_out=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) filter=$1; shift ;;
   esac
 done
-[ -r "$list" ] || { echo "mutate: no list $list" >&2; exit 2; }
 jobs=$(nproc 2>/dev/null || echo 2)
+case "$diff_base" in *..*) rev=${rev:-${diff_base#*..}}; diff_base=${diff_base%%..*} ;; esac
+[ -n "$rev" ] && [ -z "$diff_base" ] && { echo "mutate: --rev needs --diff BASE" >&2; exit 2; }
+if [ -n "$diff_base" ]; then
+  # shellcheck source=scripts/mutate_diff.sh
+  . "$root/scripts/mutate_diff.sh"
+  exit $?
+fi
+[ -r "$list" ] || { echo "mutate: no list $list" >&2; exit 2; }
 
 # One scratch tree (the working tree, tracked and untracked files, no build
 # outputs) and one build directory for every mutant: each mutant rebuilds
