@@ -11,10 +11,12 @@
 #include "mori/error.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +212,105 @@ static void the_removal_never_follows_a_symlink_swapped_in_for_the_launch_dir(vo
   assert_int_equal(moved, 1);
 }
 
+/* ---- the launch directory made but not held ---- */
+
+/* The launcher's own calls are libc's (tools stay outside the seam): this
+ * program interposes openat and fstat, and fails those of a launch
+ * directory while `refuse` names the call.  Nothing is forked then: the
+ * launch fails before any rank. */
+static const char *refuse; /* "openat", "fstat" or NULL */
+
+static int is_launch_dir_name(const char *path) {
+  return strncmp(path, LAUNCH_PREFIX, sizeof LAUNCH_PREFIX - 1) == 0 && !strchr(path, '/');
+}
+
+int openat(int dir, const char *path, int flags, ...) {
+  static int (*real)(int, const char *, int, ...);
+  va_list ap;
+  va_start(ap, flags);
+  int mode = flags & (O_CREAT | O_TMPFILE) ? va_arg(ap, int) : 0;
+  va_end(ap);
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "openat");
+  if (refuse && strcmp(refuse, "openat") == 0 && is_launch_dir_name(path)) {
+    errno = EACCES;
+    return -1;
+  }
+  return real(dir, path, flags, mode);
+}
+
+int fstat(int fd, struct stat *st) {
+  static int (*real)(int, struct stat *);
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "fstat");
+  if (refuse && strcmp(refuse, "fstat") == 0) {
+    char link[64], target[1024];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    const char *base = n > 0 ? (target[n] = '\0', strrchr(target, '/')) : NULL;
+    if (base && is_launch_dir_name(base + 1)) {
+      errno = EIO;
+      return -1;
+    }
+  }
+  return real(fd, st);
+}
+
+/* The directory was made: whichever call then fails, it goes again, and
+ * the launch fails naming the call. */
+static void a_launch_dir_made_but_not_held_is_removed(void **s) {
+  fixture *f = *s;
+  static const char *const calls[] = {"openat", "fstat"};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    mori_rank_result res[2];
+    setenv("TMPDIR", f->lair, 1);
+    refuse = calls[i];
+    int failed = mori_launch(2, nothing, NULL, 60000, res);
+    refuse = NULL;
+    unsetenv("TMPDIR");
+    print_message("%s refused: %s\n", calls[i], res[0].msg);
+    if (sec_count_entries(f->lair) != 0)
+      fail_msg("%s of the launch directory refused: the directory was left in TMPDIR %s (%s)",
+               calls[i], f->lair, res[0].msg);
+    if (failed != 2 || !strstr(res[0].msg, calls[i]) || !strstr(res[0].msg, f->lair))
+      fail_msg("%s of the launch directory refused: the launch did not fail naming the call and "
+               "the directory: %s",
+               calls[i], res[0].msg);
+  }
+}
+
+/* ---- the directory mori_launch_at is given ---- */
+
+/* mori_launch_at's directory is the job's store itself, not a TMPDIR to
+ * make one in: it must be this user's alone.  A root-owned, sticky,
+ * world-writable directory (/tmp) is refused: anyone could plant keys in
+ * it.  As root, one made like /tmp is tried first: a wrong acceptance
+ * then runs its ranks there, not in /tmp. */
+static void a_store_dir_root_owns_and_anyone_may_write_is_refused(void **s) {
+  fixture *f = *s;
+  char like_tmp[600];
+  const char *dirs[2] = {NULL, "/tmp"};
+  if (sec_is_root()) {
+    snprintf(like_tmp, sizeof like_tmp, "%s/like-tmp", f->base.dir);
+    assert_int_equal(mkdir(like_tmp, 0700), 0);
+    assert_int_equal(chmod(like_tmp, 01777), 0);
+    dirs[0] = like_tmp;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (dirs[i] == NULL) continue;
+    struct stat st;
+    assert_int_equal(stat(dirs[i], &st), 0);
+    assert_true(st.st_uid == 0 && (st.st_mode & 01777) == 01777);
+    mori_rank_result res[2];
+    int failed = mori_launch_at(dirs[i], 2, nothing, NULL, 60000, res);
+    print_message("%s: %s\n", dirs[i], res[0].msg);
+    if (failed != 2 || res[0].exit_code != 127 || !strstr(res[0].msg, dirs[i]))
+      fail_msg("mori_launch_at(%s), root's, sticky and world-writable, was not refused naming "
+               "it: %d rank(s) failed, rank 0: %s",
+               dirs[i], failed, res[0].msg);
+  }
+  if (dirs[0] != NULL && sec_count_entries(dirs[0]) != 0)
+    fail_msg("the refused %s is not left as it was", dirs[0]);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -217,6 +318,9 @@ int main(int argc, char **argv) {
           teardown),
       cmocka_unit_test_setup_teardown(
           the_removal_never_follows_a_symlink_swapped_in_for_the_launch_dir, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_launch_dir_made_but_not_held_is_removed, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_store_dir_root_owns_and_anyone_may_write_is_refused, setup,
+                                      teardown),
   };
   return mori_run_tests(argc, argv, tests);
 }

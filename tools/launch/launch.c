@@ -111,8 +111,16 @@ static int launch_dir_make(const char *tmp, launch_dir *d, char *why, size_t cap
     }
     d->fd = openat(d->parent, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
-    if (d->fd < 0 || fstat(d->fd, &st) != 0 || st.st_uid != geteuid() ||
-        fchmod(d->fd, 0700) != 0) {
+    if (d->fd < 0 || fstat(d->fd, &st) != 0) {
+      /* made but not held: removed by its name, which takes only an empty
+       * directory (AT_REMOVEDIR follows no link), in a TMPDIR only this
+       * user or root can change */
+      snprintf(why, cap, "launcher: %s(%s): %s", d->fd < 0 ? "openat" : "fstat", d->path,
+               strerror(errno));
+      (void)unlinkat(d->parent, d->name, AT_REMOVEDIR);
+      return -1;
+    }
+    if (st.st_uid != geteuid() || fchmod(d->fd, 0700) != 0) {
       snprintf(why, cap, "launcher: %s is not the directory it made", d->path);
       return -1;
     }
