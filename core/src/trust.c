@@ -79,19 +79,23 @@ static int open_failed(int dir, const char *name, const char *path, int err, con
                      strerror(err));
 }
 
-/* Opens the next component under dir (created 0700 if missing and allowed)
- * and checks it.  *fd is the new directory; dir is left open. */
+/* Opens the next component under dir (created 0700 if missing, allowed
+ * and the last: a missing parent is refused, never made) and checks it.
+ * *fd is the new directory; dir is left open. */
 static int step(int dir, const char *name, const char *path, int final, int flags,
                 const char *who, int *fd) {
   int oflags = (final ? O_RDONLY : O_PATH) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   int next = mori__openat(dir, name, oflags, 0);
-  if (next < 0 && errno == ENOENT && (flags & MORI_TRUST_CREATE)) {
+  if (next < 0 && errno == ENOENT && final && (flags & MORI_TRUST_CREATE)) {
     if (mori_mkdirat(dir, name, 0700) == 0)
       (void)mori_fchmodat(dir, name, 0700, 0); /* whatever the umask took away */
     else if (errno != EEXIST)
       return mori__error(MORI_EIO, "%s: mkdir(%s): %s", who, path, strerror(errno));
     next = mori__openat(dir, name, oflags, 0);
   }
+  if (next < 0 && errno == ENOENT && !final && (flags & MORI_TRUST_CREATE))
+    return mori__error(MORI_ENOTFOUND, "%s: %s does not exist (only the last level of a path "
+                       "is created)", who, path);
   if (next < 0) return open_failed(dir, name, path, errno, who);
   struct stat st;
   int rc = mori_fstat(next, &st) == 0

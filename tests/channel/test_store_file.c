@@ -423,18 +423,31 @@ static void backoff_is_an_eighth_of_the_wait_from_20_us_to_2_ms(void **state) {
   assert_true(mori_store_backoff_us(1e9) == 2000);
 }
 
-static void open_creates_missing_directories_0700(void **state) {
+/* The store's directory is made 0700 if it is missing, but never its
+ * parents: a path whose parent is missing (a typo, an unmounted volume) is
+ * refused naming that parent, and nothing is created, as root too. */
+static void open_creates_the_last_missing_level_only(void **state) {
   fixture *f = *state;
-  char nested[4096];
+  char nested[4096], parent[4096], last[4096];
   struct stat st;
-  mori_store *s;
+  mori_store *s = NULL;
+  snprintf(parent, sizeof parent, "%s/sub", f->dir);
   snprintf(nested, sizeof nested, "%s/sub/store", f->dir);
-  assert_int_equal(mori_file_store_open(nested, &s), 0);
-  assert_int_equal(stat(nested, &st), 0);
+  int rc = mori_file_store_open(nested, &s);
+  print_message("open(%s): %d %s\n", nested, rc, rc ? mori_last_error() : "");
+  if (rc == 0) s->destroy(s);
+  if (rc != MORI_ENOTFOUND || !strstr(mori_last_error(), parent) ||
+      !strstr(mori_last_error(), "only the last level"))
+    fail_msg("a store under a missing parent: want MORI_ENOTFOUND naming %s, got %d: %s", parent,
+             rc, mori_last_error());
+  if (stat(parent, &st) == 0) fail_msg("%s was created for a store under it", parent);
+  snprintf(last, sizeof last, "%s/store", f->dir);
+  assert_int_equal(mori_file_store_open(last, &s), 0);
+  assert_int_equal(stat(last, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
   assert_int_equal(st.st_mode & 0777, 0700);
   s->destroy(s); /* and leaves the directory in place */
-  assert_int_equal(stat(nested, &st), 0);
+  assert_int_equal(stat(last, &st), 0);
 }
 
 int main(void) {
@@ -460,7 +473,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(add_that_would_overflow_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(concurrent_adds_from_forked_processes_sum_exactly, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(open_creates_missing_directories_0700, setup, teardown),
+      cmocka_unit_test_setup_teardown(open_creates_the_last_missing_level_only, setup, teardown),
       cmocka_unit_test(backoff_is_an_eighth_of_the_wait_from_20_us_to_2_ms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -170,15 +170,19 @@ static void an_untrusted_socket_dir_is_no_reason_to_fall_back(void **state) {
 
 /* ---- acceptances ---- */
 
-static void missing_levels_are_created_0700_and_ours(void **state) {
+/* The store root and the socket base are made if missing, but only the
+ * last level: a missing parent is refused by name and nothing is made (as
+ * root, a typo would otherwise create directories up from "/"). */
+static void the_missing_last_level_is_created_0700_and_ours_never_a_parent(void **state) {
   fixture *f = *state;
-  snprintf(f->path, sizeof f->path, "%s/new/level", f->dir);
-  assert_accepted(f->path);
   struct stat st;
   char level1[600];
   snprintf(level1, sizeof level1, "%s/new", f->dir);
-  assert_int_equal(stat(level1, &st), 0);
-  assert_int_equal(st.st_mode & 07777, 0700);
+  snprintf(f->path, sizeof f->path, "%s/new/level", f->dir);
+  assert_refused(f->path, level1, "only the last level of a path is created");
+  if (stat(level1, &st) == 0) fail_msg("%s was created for a directory under it", level1);
+  snprintf(f->path, sizeof f->path, "%s", level1);
+  assert_accepted(f->path);
   assert_int_equal(stat(f->path, &st), 0);
   assert_int_equal(st.st_mode & 07777, 0700);
   assert_int_equal(st.st_uid, geteuid());
@@ -243,7 +247,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(a_relative_path_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(an_untrusted_socket_dir_is_no_reason_to_fall_back, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(missing_levels_are_created_0700_and_ours, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          the_missing_last_level_is_created_0700_and_ours_never_a_parent, setup, teardown),
       cmocka_unit_test_setup_teardown(a_directory_in_a_root_owned_sticky_directory_is_accepted,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(a_shared_sticky_directory_is_no_store_root, setup,

@@ -54,7 +54,8 @@ struct mori_store {
  * absolute path that no other user can change (docs/security.md): it and
  * every directory above it owned by this euid or root, none writable by
  * group or others unless root-owned and sticky (like /tmp), none a
- * symlink; dir itself must be ours.  Missing levels are created 0700.
+ * symlink; dir itself must be ours.  dir is created 0700 if it is
+ * missing, but not its parents: under a missing parent, MORI_ENOTFOUND.
  * Every later access is relative to the directory opened here, and
  * entries are read only if they are regular files of at most
  * MORI_STORE_VALUE_MAX bytes.  A key is one file: its bytes outside

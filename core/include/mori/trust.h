@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 enum {
-  MORI_TRUST_CREATE = 1, /* make missing directories, 0700 */
+  MORI_TRUST_CREATE = 1, /* make the directory, 0700, if it is missing (never a parent) */
   MORI_TRUST_SHARED = 2  /* the directory itself may be root's, or root's and sticky (/tmp) */
 };
 
