@@ -4,6 +4,9 @@
 #   pkg-config SRC WORK        cc + `pkg-config --cflags --libs mori-symm`, run
 #   find-package SRC WORK      a CMake project with find_package(mori_symm), run
 #   tools                      PREFIX/bin/mori-symm and mori-fi, from the prefix
+#   example-pkg-config WORK    the installed example (share/doc/mori_symm/examples),
+#                              built with pkg-config as its comment says, run
+#   example-find-package WORK  the same through its CMakeLists.txt (find_package), run
 set -eu
 step=$1 prefix=$2
 shift 2
@@ -64,6 +67,24 @@ tools)
   # mori-fi finds the installed fault shim beside the installed libmori_core.so.
   env -u MORI_FI_PRELOAD "$prefix/bin/mori-fi" sweep --scenario basic --ranks 1 \
     --modes transient --jobs 1 | tail -1
+  ;;
+example-pkg-config)
+  work=$1 src="$prefix/share/doc/mori_symm/examples"
+  [ -f "$src/two_ranks.c" ] || { echo "example: $src/two_ranks.c is not installed"; exit 1; }
+  rm -rf "$work" && mkdir -p "$work"
+  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "$src/two_ranks.c" -o "$work/two_ranks" \
+     $(pkg-config --cflags --libs mori-symm)
+  LD_LIBRARY_PATH="$prefix/lib" "$work/two_ranks"
+  ;;
+example-find-package)
+  work=$1 src="$prefix/share/doc/mori_symm/examples"
+  [ -f "$src/CMakeLists.txt" ] || { echo "example: $src/CMakeLists.txt is not installed"; exit 1; }
+  rm -rf "$work"
+  cmake -S "$src" -B "$work" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
+  cmake --build "$work" >/dev/null
+  "$work/two_ranks"
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac

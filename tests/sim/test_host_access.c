@@ -129,10 +129,61 @@ static void the_runtime_s_copies_reach_the_same_pointers(void **s) {
   ranks_run(2, copies_rank, NULL, 0);
 }
 
+/* The same through the public API (symm.h, "Moving data"), which a C
+ * program without HIP's headers calls: a fill and a copy into the peer's
+ * slot, a barrier, the own block read back; then the stream-ordered forms
+ * on the default stream, synchronised; and a refused copy or fill is an
+ * error naming the runtime call and the sim's rule. */
+static int public_copies_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds(), peer = 1 - ctx->rank;
+  void *base = NULL;
+  mori_window *w = NULL;
+  unsigned char out[4096], in[2 * 4096];
+  if (open_window(ctx, &base, &w, msg, msglen)) return 1;
+  unsigned char *peer_slot = mori_window_buffer_ptrs(w)[peer];
+  for (size_t i = 0; i < sizeof out; i++) out[i] = (unsigned char)(i * 5 + ctx->rank);
+  CHECK(mori_symm_memset(peer_slot, 0x77, sizeof in) == 0, "memset: %s", mori_last_error());
+  CHECK(mori_symm_memcpy(peer_slot, out, sizeof out) == 0, "memcpy: %s", mori_last_error());
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_synchronize(NULL) == 0, "synchronize: %s", mori_last_error());
+  CHECK(mori_symm_memcpy(in, base, sizeof in) == 0, "memcpy back: %s", mori_last_error());
+  for (size_t i = 0; i < sizeof in; i++) {
+    unsigned char want = i < sizeof out ? (unsigned char)(i * 5 + peer) : 0x77;
+    CHECK(in[i] == want, "byte %zu is 0x%02x, not 0x%02x", i, in[i], want);
+  }
+  CHECK(mori_window_barrier(w, 1, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_memset_async(peer_slot, 0x11, sizeof out, NULL) == 0, "memset_async: %s",
+        mori_last_error());
+  CHECK(mori_symm_memcpy_async(peer_slot + sizeof out, out, sizeof out, NULL) == 0,
+        "memcpy_async: %s", mori_last_error());
+  CHECK(mori_window_barrier(w, 2, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_synchronize(NULL) == 0, "synchronize: %s", mori_last_error());
+  CHECK(mori_symm_memcpy(in, base, sizeof in) == 0, "memcpy back: %s", mori_last_error());
+  for (size_t i = 0; i < sizeof in; i++) {
+    unsigned char want = i < sizeof out ? 0x11 : (unsigned char)((i - sizeof out) * 5 + peer);
+    CHECK(in[i] == want, "async: byte %zu is 0x%02x, not 0x%02x", i, in[i], want);
+  }
+  CHECK(mori_symm_memcpy(in, NULL, 16) == MORI_EHIP &&
+            strstr(mori_last_error(), "hipMemcpy failed: hipErrorInvalidValue") != NULL,
+        "a copy from NULL: '%s'", mori_last_error());
+  CHECK(mori_symm_memset_async(NULL, 0, 16, NULL) == MORI_EHIP &&
+            strstr(mori_last_error(), "hipMemsetAsync failed: hipErrorInvalidValue") != NULL,
+        "a fill of NULL: '%s'", mori_last_error());
+  CHECK(mori_window_barrier(w, 3, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_synchronize(NULL) == 0, "synchronize: %s", mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "public copies");
+}
+
+static void the_public_copies_and_fills_move_data_on_the_sim(void **s) {
+  ranks_run(2, public_copies_rank, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_host_read_or_write_of_any_device_pointer_dies),
       cmocka_unit_test(the_runtime_s_copies_reach_the_same_pointers),
+      cmocka_unit_test(the_public_copies_and_fills_move_data_on_the_sim),
   };
   setenv("MORI_SYMM_SHIM", "sim", 1);
   return mori_run_tests(argc, argv, tests);

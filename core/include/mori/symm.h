@@ -14,12 +14,13 @@
  * backend, which keeps its device memory PROT_NONE to the host).  Kernels
  * reach the peers through the device arrays (mori_window_buffer_ptrs_dev,
  * mori_window_signal_pad_ptrs_dev; or span + r * stride).  The host moves
- * data with the GPU runtime's copies and stream operations (hipMemcpy,
- * hipMemcpyAsync, hipMemset, hipStreamWriteValue32, ... or their CUDA
- * names; the library and its tests call them through the mori_hip* seam),
- * given the addresses in the host arrays (mori_window_buffer_ptrs,
- * mori_window_signal_pad_ptrs), which are host memory holding device
- * addresses.
+ * data with mori_symm_memcpy, mori_symm_memset and their stream-ordered
+ * forms (below, "Moving data"), given the addresses in the host arrays
+ * (mori_window_buffer_ptrs, mori_window_signal_pad_ptrs), which are host
+ * memory holding device addresses.  They work on every backend, the sim
+ * included, where the real runtime's hipMemcpy cannot reach the emulator's
+ * memory; on a GPU, the runtime's own hipMemcpy (or cudaMemcpy) on the
+ * same addresses does the same.
  *
  * docs/architecture.md describes what each call does (blocks, windows,
  * lifetimes, signals, teardown); docs/torch.md how the torch adapter maps
@@ -110,6 +111,31 @@ MORI_API int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offs
 /* The handle type the probe picks for device (MORI_HANDLE_TYPE_*): fabric
  * only if create AND export both succeed; why says which step failed. */
 MORI_API int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen);
+
+/* ---- moving data ---- */
+
+/* The host's copies and fills, through the library's GPU seam (the
+ * active shim backend: the runtime's hipMemcpy, hipMemset, ... on hip, the
+ * driver's on cuda, the emulator's engine on sim).  They are core
+ * functions rather than the seam's HIP-typed mori_hip* entry points made
+ * public: these take and return the library's types only (installed
+ * headers define no HIP name), fail like every other call (0 or MORI_EHIP,
+ * mori_last_error() naming the runtime call, its error and the backend's
+ * detail), and keep the seam free to change.
+ *
+ * dst and src are any mix of host memory and device addresses this API
+ * returned (the runtime tells which, as hipMemcpyDefault does).  The
+ * synchronous forms order after the work of the default stream, as HIP's
+ * legacy default stream does, and return once the bytes moved; the _async
+ * forms are enqueued on `stream` (NULL: the default stream) and complete
+ * in its order: mori_symm_synchronize(stream) waits for them. */
+MORI_API int mori_symm_memcpy(void *dst, const void *src, size_t bytes);
+MORI_API int mori_symm_memset(void *dst, int value, size_t bytes);
+MORI_API int mori_symm_memcpy_async(void *dst, const void *src, size_t bytes, mori_stream stream);
+MORI_API int mori_symm_memset_async(void *dst, int value, size_t bytes, mori_stream stream);
+/* Waits until the work enqueued on stream (NULL: the default stream),
+ * signals included, has completed. */
+MORI_API int mori_symm_synchronize(mori_stream stream);
 
 /* ---- windows ---- */
 
