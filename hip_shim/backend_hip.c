@@ -585,7 +585,13 @@ static int hip_find(char *why, size_t whylen) {
   void *lib = hip_open(&opened, path, sizeof path, why, whylen);
   if (lib == NULL) return env != NULL && *env != '\0' ? -1 : 0;
   int rc = hip_judge(lib, path, why, whylen) != 0 ? -1 : 1;
-  if (rc == 1) snprintf(why, whylen, "%s", path);
+  char unanswered[128];
+  int version = rc == 1 ? version_of_runtime(lib, unanswered, sizeof unanswered) : 0;
+  if (rc == 1 && version > 0)
+    snprintf(why, whylen, "HIP %d.%d.%d (%s)", MORI_HIP_MAJOR(version), MORI_HIP_MINOR(version),
+             MORI_HIP_PATCH(version), path);
+  else if (rc == 1)
+    snprintf(why, whylen, "%s (%s)", path, unanswered);
   dlclose(lib);
   return rc;
 }

@@ -84,9 +84,21 @@ int mori__log_level(void) {
 
 int mori_symm_log_level(void) { return mori__log_level(); }
 
+/* The first INFO or TRACE line of a process names the version first, as
+ * NCCL_DEBUG=INFO's first line does; a forked rank is a process of its
+ * own, so the mark is the pid that said it. */
+static void say_version_once(int level) {
+  static atomic_int said_by;
+  int pid = (int)getpid();
+  if (level < MORI_LOG_INFO || atomic_exchange(&said_by, pid) == pid) return;
+  fprintf(stderr, "[mori-symm INFO] mori-symm %s (libmori_core.so, pid %d)\n",
+          mori_symm_version(), pid);
+}
+
 /* One line: "[mori-symm LEVEL <subject>] message". */
 static void vlog(int level, const char *subject, const char *fmt, va_list ap) {
   char line[1024];
+  say_version_once(level);
   int n = snprintf(line, sizeof line, "[mori-symm %s%s%s] ", log_levels[level - 1].name,
                    subject[0] ? " " : "", subject);
   vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);

@@ -356,10 +356,9 @@ int cli_main(const cli_tool *tool, int argc, char **argv) {
   const char *name = argv[1];
   if (strcmp(name, "--version") == 0 && argc == 2) {
     const char *lib = tool->library_version ? tool->library_version() : tool->version;
-    if (strcmp(lib, tool->version) == 0)
-      printf("%s %s\n", tool->name, tool->version);
-    else
-      printf("%s %s (running with libmori_core.so %s)\n", tool->name, tool->version, lib);
+    printf("%s %s\nlibmori_core.so %s%s\n", tool->name, tool->version, lib,
+           strcmp(lib, tool->version) == 0 ? "" : " (not the version this tool was built as)");
+    if (tool->version_details) tool->version_details(stdout);
     return 0;
   }
   if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||

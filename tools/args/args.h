@@ -53,7 +53,12 @@ typedef struct cli_tool {
   const cli_command *const *commands; /* NULL-terminated: the one list of commands */
   const cli_topic *const *topics;     /* NULL-terminated, or NULL: what else help explains */
   const char *details;        /* environment and files, for --help */
+  void (*version_details)(FILE *out); /* what --version adds after the versions, or NULL */
 } cli_tool;
+
+/* The shim backends built in and the runtime each finds (version.c): a
+ * tool's version_details. */
+void cli_print_runtimes(FILE *out);
 
 /* Dispatches argv[1] to its command; `--help`, `-h`, `help [COMMAND|TOPIC]`
  * (`help help` says how help works) and `--version` print to stdout and

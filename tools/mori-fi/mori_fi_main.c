@@ -18,6 +18,7 @@ static const cli_tool tool = {
     .name = "mori-fi",
     .version = MORI_SYMM_VERSION_STRING,
     .library_version = mori_symm_version,
+    .version_details = cli_print_runtimes,
     .summary = "fault injection for mori-symm: fail every shim call of a scenario in turn",
     .commands = commands,
     .topics = topics,

@@ -184,6 +184,7 @@ static const cli_tool tool = {
     .name = "mori-symm",
     .version = MORI_SYMM_VERSION_STRING,
     .library_version = mori_symm_version,
+    .version_details = cli_print_runtimes,
     .summary = "MORI, a torch SymmetricMemory backend over HIP VMM: probe, run and check it",
     .commands = commands,
     .topics = topics,
