@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -188,6 +189,73 @@ static void watch_rank(const mori_launch_watch *w, int r, pid_t pid, long *last,
   res->hung = 1;
 }
 
+/* ---- signals: SIGINT and SIGTERM go on to the ranks ---- */
+
+/* A launch holds SIGINT and SIGTERM from its start to its end.  One that
+ * comes (Ctrl-C, kill -TERM) is sent on to every rank still running, the
+ * ranks are waited for (SIGKILL for any still there FORWARD_GRACE_MS
+ * later), the launch directory is removed, and only then does the launcher
+ * get the signal, under the disposition it had before the launch: a shell
+ * sees it die of the signal, and nothing of the run is left.  A signal
+ * ignored before the launch stays ignored.  Ranks start with the
+ * dispositions from before, and die with the launcher should it be killed
+ * outright (PR_SET_PDEATHSIG).  One launch at a time per process. */
+#define FORWARD_GRACE_MS 2000
+
+static const int held_signals[] = {SIGINT, SIGTERM};
+enum { HELD_SIGNALS = sizeof held_signals / sizeof held_signals[0] };
+static struct sigaction signals_before[HELD_SIGNALS];
+static volatile sig_atomic_t signal_caught; /* the signal held, 0: none */
+
+static void on_held_signal(int sig) { signal_caught = sig; }
+
+static void signals_hold(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_held_signal;
+  sa.sa_flags = SA_RESTART; /* waitpid goes on; poll returns EINTR, and looks */
+  sigemptyset(&sa.sa_mask);
+  signal_caught = 0;
+  for (int i = 0; i < HELD_SIGNALS; i++) {
+    sigaction(held_signals[i], NULL, &signals_before[i]);
+    if (signals_before[i].sa_handler != SIG_IGN) sigaction(held_signals[i], &sa, NULL);
+  }
+}
+
+static void signals_restore(void) {
+  for (int i = 0; i < HELD_SIGNALS; i++) sigaction(held_signals[i], &signals_before[i], NULL);
+}
+
+/* At the launch's end, once nothing of it is left: the dispositions from
+ * before, and the signal that came meanwhile, delivered under them. */
+static void signals_release(void) {
+  int sig = signal_caught;
+  signal_caught = 0;
+  signals_restore();
+  if (sig) raise(sig);
+}
+
+/* In a rank, first thing: the launcher's dispositions from before, and
+ * death with the launcher (checked after the prctl: it may be gone). */
+static void rank_signals(pid_t launcher) {
+  signals_restore();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(1);
+}
+
+/* Sends a held signal on to the ranks still running, once; 1 when the
+ * grace after it is over and the launch stops waiting. */
+static int forward_signal(const pid_t *pids, const struct pollfd *pfd, int world,
+                          double *forwarded_at) {
+  int sig = signal_caught;
+  if (sig == 0) return 0;
+  if (*forwarded_at < 0) {
+    *forwarded_at = now_ms();
+    for (int r = 0; r < world; r++)
+      if (pids[r] > 0 && pfd[r].fd >= 0) kill(pids[r], sig);
+  }
+  return now_ms() - *forwarded_at > FORWARD_GRACE_MS;
+}
+
 static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
                      int deadline_ms, const mori_launch_watch *watch, mori_rank_result *results);
 
@@ -212,8 +280,10 @@ int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
   if (!tmp || !*tmp) tmp = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
   launch_dir d;
   char why[sizeof results[0].msg - 16];
+  signals_hold();
   if (launch_dir_make(tmp, &d, why, sizeof why) != 0) {
     launch_dir_remove(&d);
+    signals_release();
     return fail_all(results, world, why);
   }
   (void)mkdirat(d.fd, "sockets", 0700);
@@ -221,6 +291,7 @@ int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
   int failed = launch_in(held, d.path, world, fn, arg, deadline_ms, watch, results);
   if (watch && watch->inspect) watch->inspect(d.path, results, world, watch->ctx);
   launch_dir_remove(&d);
+  signals_release();
   return failed;
 }
 
@@ -236,8 +307,10 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
     return fail_all(results, world, mori_last_error());
   (void)mkdirat(fd, "sockets", 0700);
   int held[2] = {fd, -1};
+  signals_hold();
   int failed = launch_in(held, dir, world, fn, arg, deadline_ms, NULL, results);
   close(fd);
+  signals_release();
   return failed;
 }
 
@@ -270,12 +343,14 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
   int watching = watch && watch->progress && watch->stall_ms > 0;
   memset(results, 0, (size_t)world * sizeof *results);
   fflush(NULL);
-  double t0 = now_ms();
+  double t0 = now_ms(), forwarded_at = -1;
+  pid_t launcher = getpid();
   for (int r = 0; r < world; r++) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) { pids[r] = -1; pfd[r].fd = -1; continue; }
     pids[r] = fork();
     if (pids[r] == 0) {
+      rank_signals(launcher);
       close(p[0]);
       for (int k = 0; k < r; k++) if (pfd[k].fd >= 0) close(pfd[k].fd);
       for (int k = 0; k < 2; k++) if (held[k] >= 0) close(held[k]);
@@ -299,6 +374,7 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
     if (left <= 0) break;
     int n = poll(pfd, (nfds_t)world, left > 100 ? 100 : (int)left + 1);
     if (n < 0 && errno != EINTR) break;
+    if (forward_signal(pids, pfd, world, &forwarded_at)) break;
     for (int r = 0; r < world; r++) {
       if (pfd[r].fd < 0) continue;
       if (watching && pids[r] > 0) {

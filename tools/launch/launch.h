@@ -35,7 +35,9 @@ typedef struct mori_rank_result {
 /* Forks world ranks running fn, each with its own file store handle on one
  * fresh temporary directory ($TMPDIR, else /dev/shm, else /tmp) carrying
  * this launch's incarnation; waits up to deadline_ms for all.  results has
- * world entries.  Returns the number of ranks that did not succeed. */
+ * world entries.  Returns the number of ranks that did not succeed.
+ * SIGINT or SIGTERM during a launch goes on to the ranks; once they are
+ * gone and the directory removed, the caller gets it (docs/security.md). */
 int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                 mori_rank_result *results);
 
