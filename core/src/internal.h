@@ -298,6 +298,23 @@ void mori__signal_release_all(void);
 /* Unloads the signal kernels' modules (release_all; kernel.c). */
 void mori__kernel_release_all(void);
 
+/* ---- the job's seal on store entries (seal.c) ---- */
+
+/* key = value, sealed with the job's secret (MORI_SYMM_JOB_SECRET) if it
+ * has one: an HMAC-SHA256 over key and value follows the value. */
+int mori__sealed_set(mori_store *store, const char *key, const void *value, size_t len);
+/* Checks the seal of a value read under key and strips it (*len shrinks):
+ * MORI_EAUTH naming key and what ("rank 1's req") if the value is not
+ * sealed with this job's secret, or sealed where this rank has none. */
+int mori__unseal(const char *key, const void *value, size_t *len, const char *what);
+/* store->get, then mori__unseal (the value freed and NULL if refused). */
+int mori__sealed_get(mori_store *store, const char *key, void **value, size_t *len,
+                     int timeout_ms, const char *what);
+/* Once per process, at INFO: this rendezvous runs without a job secret. */
+void mori__seal_note(int rank, long window);
+/* 1 if this build can seal (it has libcrypto). */
+int mori__seal_supported(void);
+
 /* ---- the rendezvous's store entries (rendezvous_store.c) ---- */
 
 /* MORI_ERANGE naming the limit if group is longer than

@@ -140,7 +140,7 @@ static int answer_join(const mori_window *w, mori_store *store, hex_id *answered
   size_t len = 0;
   if (answered[r][0] && !reread) return 0;
   MORI_GUARD(join_key(key, sizeof key, w->group, r));
-  int rc = store->get(store, key, &join, &len, 0);
+  int rc = mori__sealed_get(store, key, &join, &len, 0, "a join");
   if (rc == MORI_ETIMEDOUT) return 0; /* not joined yet */
   if (rc != 0) return rc;
   int fresh = is_hex_id(join, len) && memcmp(join, answered[r], ID_HEX) != 0;
@@ -148,13 +148,16 @@ static int answer_join(const mori_window *w, mori_store *store, hex_id *answered
     if (answered[r][0])
       MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
                "group %s: rank %d joined again; its join %s was stale (an earlier run's)",
+  /* not this job's (another's, an earlier run's with another secret, a
+   * forgery): never answered; a leader that times out says why */
+  if (rc == MORI_EAUTH) return 0;
                w->group, r, answered[r]);
     memcpy(answered[r], join, ID_HEX);
   }
   free(join);
   if (!fresh) return 0;
   MORI_GUARD(answer_key(key, sizeof key, w->group, r, answered[r]));
-  return store->set(store, key, w->incarnation, ID_HEX);
+  return mori__sealed_set(store, key, w->incarnation, ID_HEX);
 }
 
 static int lead(mori_window *w, mori_store *store, incarnation *inc) {
@@ -177,9 +180,9 @@ static int join(mori_window *w, mori_store *store, incarnation *inc, int timeout
   MORI_GUARD(random_hex(nonce, "rendezvous: the nonce of this rank's join"));
   memcpy(inc->joined, nonce, sizeof nonce);
   MORI_GUARD(join_key(key, sizeof key, w->group, w->rank));
-  MORI_GUARD(store->set(store, key, nonce, ID_HEX));
+  MORI_GUARD(mori__sealed_set(store, key, nonce, ID_HEX));
   MORI_GUARD(answer_key(key, sizeof key, w->group, w->rank, nonce));
-  int rc = store->get(store, key, &id, &len, timeout_ms);
+  int rc = mori__sealed_get(store, key, &id, &len, timeout_ms, "the answer to this rank's join");
   if (rc == MORI_ETIMEDOUT)
     return mori__error(MORI_ETIMEDOUT,
                        "rendezvous: rank 0 (the leader of group %s) did not answer this rank's "
@@ -276,7 +279,7 @@ static int check_abort(mori_window *w, mori_store *store, const char *what) {
   void *why = NULL;
   size_t why_len = 0;
   if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
-  int rc = store->get(store, key, &why, &why_len, 0);
+  int rc = mori__sealed_get(store, key, &why, &why_len, 0, "an abort");
   if (rc == MORI_ETIMEDOUT) return 0; /* no abort */
   if (rc != 0) return rc;
   char shown[PEER_TEXT_SHOWN + 64];
@@ -329,6 +332,10 @@ static int answer_differs(const mori_window *w, mori_store *store, int r, const 
     other[ID_HEX] = '\0';
   }
   free(v);
+  if (mori__unseal(key, v, &len, "an answer") != 0) { /* not this job's: says nothing */
+    free(v);
+    return 0;
+  }
   return differs;
 }
 
@@ -380,6 +387,30 @@ static int ids_differ(const mori_window *w, mori_store *store, hex_id *answering
  * its first rendezvous also answers joins while it waits, so it looks at
  * every missing rank in each pass and sleeps on any change in between. */
 static int gather(mori_window *w, mori_store *store, const char *what, void **vals, size_t *lens,
+/* Why a leader's wait for its first requests may have timed out, when the
+ * store says more: the join of a missing rank is not this job's (sealed
+ * with another secret, or not sealed where this job has one, or sealed
+ * where it has none), so it was never answered.  MORI_EAUTH naming it, or
+ * 0. */
+static int join_refused(const mori_window *w, mori_store *store, void *const *vals,
+                        const char *what, const char *missing, int timeout_ms) {
+  char key[KEY_MAX], whose[64];
+  for (int r = 0; r < w->world_size; r++) {
+    void *v = NULL;
+    size_t len = 0;
+    if (r == w->rank || vals[r] != NULL || join_key(key, sizeof key, w->group, r) != 0) continue;
+    snprintf(whose, sizeof whose, "rank %d's join", r);
+    int rc = mori__sealed_get(store, key, &v, &len, 0, whose);
+    free(v);
+    if (rc == MORI_EAUTH) {
+      mori__error_suffix(" (so this leader never answered it); no %s from rank(s) %s within %d ms",
+                         what, missing, timeout_ms);
+      return rc;
+    }
+  }
+  return 0;
+}
+
                   int timeout_ms, hex_id *answering, int stop_on_abort, const char *or_what) {
   char key[KEY_MAX], missing[256] = "";
   int remaining = w->world_size - 1;
@@ -398,10 +429,13 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
       if (answering) MORI_GUARD(answer_join(w, store, answering, r, reread));
       MORI_GUARD(mori__store_key(key, sizeof key, w, what, r));
       int slice = answering ? 0 : remaining > 4 ? 2 : 10;
-      int get = store->get(store, key, &vals[r], &lens[r], slice);
+      char whose[64];
+      snprintf(whose, sizeof whose, "rank %d's %s", r, what);
+      int get = mori__sealed_get(store, key, &vals[r], &lens[r], slice, whose);
       if (get == MORI_ETIMEDOUT && or_what != NULL) { /* or that rank's other word */
         MORI_GUARD(mori__store_key(key, sizeof key, w, or_what, r));
-        get = store->get(store, key, &vals[r], &lens[r], 0);
+        snprintf(whose, sizeof whose, "rank %d's %s", r, or_what);
+        get = mori__sealed_get(store, key, &vals[r], &lens[r], 0, whose);
       }
       if (get == 0) remaining--;
       else if (get != MORI_ETIMEDOUT) return get;
@@ -424,7 +458,8 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
       size_t m = strlen(missing);
       snprintf(missing + m, sizeof missing - m, "%s%d", n++ ? "," : "", r);
     }
-  int rc = ids_differ(w, store, answering, vals, what, missing, timeout_ms);
+  int rc = answering ? join_refused(w, store, vals, what, missing, timeout_ms) : 0;
+  if (rc == 0) rc = ids_differ(w, store, answering, vals, what, missing, timeout_ms);
   if (rc != 0) return rc;
   return mori__error(MORI_ETIMEDOUT, "timed out after %d ms waiting for %s from rank(s) %s",
                      timeout_ms, what, missing);
@@ -455,11 +490,11 @@ static int abort_window(mori_window *w, mori_store *store, const char *why, int 
   if (rc == 0) rc = mori__store_key(key, sizeof key, w, "abort", 0);
   int n = snprintf(text, sizeof text, "rank %d: %s", w->rank, why);
   size_t len = (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1);
-  if (rc == 0) rc = store->set(store, key, text, len);
+  if (rc == 0) rc = mori__sealed_set(store, key, text, len);
   /* ... and under this rank: a leader still answering joins learns that
    * this rank has the id, and will send no request. */
   if (rc == 0 && w->rank != 0) rc = mori__store_key(key, sizeof key, w, "abort", w->rank);
-  if (rc == 0 && w->rank != 0) rc = store->set(store, key, text, len);
+  if (rc == 0 && w->rank != 0) rc = mori__sealed_set(store, key, text, len);
   if (rc == 0 && answering) {
     void **vals = mori_calloc((size_t)w->world_size, sizeof *vals);
     size_t *lens = mori_calloc((size_t)w->world_size, sizeof *lens);
@@ -509,8 +544,9 @@ int mori__publish_request(mori_window *w, mori_store *store, const mori_request 
   int wrc = mori_wire_encode_request(q, buf, sizeof buf, &len);
   if (wrc != 0) return mori__error(MORI_EPROTO, "encode request: %s", mori_wire_strerror(wrc));
   MORI_GUARD(mori__store_key(key, sizeof key, w, "req", w->rank));
-  return store->set(store, key, buf, len);
+  return mori__sealed_set(store, key, buf, len);
 }
+  mori__seal_note(w->rank, w->id);
 
 int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
                           int timeout_ms) {
@@ -542,7 +578,7 @@ int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int
    * it is, peers may pass the barrier whatever this rank does next. */
   void **vals = mori_calloc((size_t)w->world_size, sizeof *vals);
   size_t *lens = mori_calloc((size_t)w->world_size, sizeof *lens);
-  int rc = vals && lens ? store->set(store, key, "1", 1)
+  int rc = vals && lens ? mori__sealed_set(store, key, "1", 1)
                         : mori__nomem("rendezvous");
   if (rc == 0) rc = mori__gather(w, store, what, vals, lens, timeout_ms);
   if (vals) mori__free_vals(vals, w->world_size);

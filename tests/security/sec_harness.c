@@ -196,6 +196,8 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   char err[800] = "-";
   setenv("MORI_SIM_WAIT_TIMEOUT_MS", "2000", 0); /* a barrier with a dead peer fails soon */
   if (rp->socket_dir) setenv("MORI_SYMM_SOCKET_DIR", rp->socket_dir, 1);
+  if (plan->job_secret) setenv("MORI_SYMM_JOB_SECRET", plan->job_secret, 1);
+  else unsetenv("MORI_SYMM_JOB_SECRET");
   int bad = 0, rc = mori_shim_select("sim") == 0 ? 0 : MORI_EINVAL;
   mori_symm_set_timeout_ms(plan->timeout_ms ? plan->timeout_ms : 400);
   void *base = NULL;

@@ -95,6 +95,9 @@ typedef struct sec_plan {
   int timeout_ms;         /* rendezvous timeout (0: 400) */
   int deadline_ms;        /* the launch's, past which a rank is a hang (0: 20 timeouts + 10 s) */
   int in_band;            /* hide the launcher's incarnation: ranks agree one in-band */
+  /* MORI_SYMM_JOB_SECRET of every rank; NULL: none, so that a case plays
+   * the store's defences without a job secret (the launcher's is unset) */
+  const char *job_secret;
   sec_rank_plan rank[4];
 } sec_plan;
 

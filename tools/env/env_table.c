@@ -41,6 +41,14 @@ const mori_env_var mori_env_vars[] = {
      "where the fd channel makes its sockets; it must pass the trusted-directory check "
      "(docs/security.md); the launcher sets it per launch",
      "libmori_core.so; set by the launcher"},
+    {"MORI_SYMM_JOB_SECRET", MORI_ENV_LIBRARY, "HEX", "none (the launcher draws one per launch)",
+     "32 to 128 hex digits the ranks of one job share out of band, never written to the "
+     "store: every store entry a rendezvous writes is sealed with an HMAC-SHA256 under it and "
+     "every entry it reads must carry the job's seal, so that a store others can write cannot "
+     "splice two jobs (docs/security.md); the same value on every rank, e.g. from `openssl "
+     "rand -hex 32`; malformed, or set in a build without libcrypto, fails the rendezvous "
+     "(the value is never shown)",
+     "libmori_core.so; set by the launcher"},
     {"MORI_SYMM_BARRIER", MORI_ENV_LIBRARY, "flat|dissemination", "flat",
      "the shape of a window barrier's signals; another value fails the barrier",
      "libmori_core.so"},

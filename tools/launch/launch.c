@@ -8,6 +8,7 @@
 #include "launch.h"
 
 #include "mori/error.h"
+#include "mori/hip_shim.h"
 #include "mori/trust.h"
 
 #include <dirent.h>
@@ -145,8 +146,36 @@ static void launch_dir_remove(launch_dir *d) {
   d->fd = d->parent = -1;
 }
 
+/* The job's secret (docs/security.md): 256 bits from the kernel through
+ * the seam, as 64 hex digits, which every rank of this launch reads from
+ * MORI_SYMM_JOB_SECRET and which never reaches the store.  "" where this
+ * build cannot seal (no libcrypto).  0, or -1 with why filled. */
+static int draw_secret(char out[65], char *why, size_t cap) {
+  uint8_t bytes[32];
+  out[0] = '\0';
+#ifdef MORI_SYMM_HAVE_LIBCRYPTO
+  for (size_t got = 0; got < sizeof bytes;) {
+    ssize_t n = mori_getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n <= 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      snprintf(why, cap, "launcher: getrandom (the job secret): %s",
+               n < 0 ? strerror(errno) : "no bytes");
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < sizeof bytes; i++) snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+#else
+  (void)bytes;
+  (void)why;
+  (void)cap;
+#endif
+  return 0;
+}
+
 static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir,
-                      const char *incarnation, int wfd, int store_in_rank) {
+                      const char *incarnation, const char *secret, int wfd,
+                      int store_in_rank) {
   char msg[1024] = "", rank_text[16];
   mori_store *store = NULL;
   snprintf(rank_text, sizeof rank_text, "%d", rank);
@@ -156,6 +185,7 @@ static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const cha
   char sockets[4096];
   snprintf(sockets, sizeof sockets, "%s/sockets", dir);
   setenv("MORI_SYMM_SOCKET_DIR", sockets, 1);
+  if (secret[0]) setenv("MORI_SYMM_JOB_SECRET", secret, 1); /* this launch's: the job's */
   int rc = store_in_rank ? 0 : mori_file_store_open(dir, &store);
   if (rc != 0) {
     snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);
@@ -328,6 +358,8 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
     return fail_all(results, world, "launcher: getrandom failed");
   snprintf(incarnation, sizeof incarnation, "%016llx%016llx", (unsigned long long)id[0],
            (unsigned long long)id[1]);
+  char secret[65], why[sizeof results[0].msg - 16];
+  if (draw_secret(secret, why, sizeof why) != 0) return fail_all(results, world, why);
   pid_t *pids = calloc((size_t)world, sizeof *pids);
   struct pollfd *pfd = calloc((size_t)world, sizeof *pfd);
   size_t *got = calloc((size_t)world, sizeof *got);
@@ -360,7 +392,7 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
        * it is kept reachable here. */
       FREE_TABLES();
       child_results = results;
-      run_child(r, world, fn, arg, dir, incarnation, p[1], watch && watch->store_in_rank);
+      run_child(r, world, fn, arg, dir, incarnation, secret, p[1], watch && watch->store_in_rank);
     }
     close(p[1]);
     pfd[r].fd = p[0];
