@@ -304,7 +304,11 @@ hipError_t mori__sim_launch(hipFunction_t f, unsigned int gx, unsigned int gy, u
 }
 
 /* ---- mapped host memory: plain host memory here, where host and device
- * addresses are one ---- */
+ * addresses are one.  A fresh block holds no zeros: pinned memory a runtime
+ * hands out again may hold whatever its last user left, so whoever needs
+ * zeros writes them. ---- */
+
+#define HOST_MALLOC_FILL 0xa5
 
 struct host_block {
   struct host_block *next;
@@ -326,7 +330,7 @@ hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) {
     mori__shim_detail("%s: %zu bytes: %s", call, size, strerror(ENOMEM));
     return hipErrorOutOfMemory;
   }
-  memset(p, 0, size);
+  memset(p, HOST_MALLOC_FILL, size);
   b->p = p;
   pthread_mutex_lock(&mori__sim_lock);
   b->next = host_blocks;

@@ -93,6 +93,24 @@ int mori__kernel_load(int device, int *unsupported) {
   return rc;
 }
 
+/* Pinned memory may come back as another user left it, and any nonzero
+ * word reads as a kernel that gave up: the words are zeroed on the
+ * device's private stream (which waits for nothing of the caller's), and
+ * a block that could not be is given back. */
+static int zero_status(const mori_window *w, void *p, size_t n) {
+  hipStream_t svc = NULL;
+  int rc = mori__service_stream(w->block->device, &svc);
+  hipError_t e = hipSuccess;
+  if (rc == 0 && (e = mori_hipMemsetAsync(p, 0, n, svc)) != hipSuccess)
+    rc = mori__hip_error("hipMemsetAsync (the kernels' failure words)", e);
+  if (rc == 0 && (e = mori_hipStreamSynchronize(svc)) != hipSuccess)
+    rc = mori__hip_error("hipStreamSynchronize (the kernels' failure words)", e);
+  /* a release the runtime refuses is tried once more, as resource.c does */
+  if (rc != 0 && mori_hipHostFree(p) != hipSuccess && mori_hipHostFree(p) != hipSuccess)
+    mori__error_suffix("; and hipHostFree failed: %s", mori_shim_message());
+  return rc;
+}
+
 int mori__kernel_prepare(mori_window *w, int *unsupported) {
   struct mori__signals *s = w->signals;
   MORI_GUARD(mori__kernel_load(w->block->device, unsupported));
@@ -101,6 +119,7 @@ int mori__kernel_prepare(mori_window *w, int *unsupported) {
     size_t n = MORI_SIGNAL_STATUS_WORDS(w->world_size) * sizeof(uint32_t);
     MORI_HIP("hipHostMalloc",
              mori_hipHostMalloc(&p, n, hipHostMallocMapped | hipHostMallocPortable));
+    MORI_GUARD(zero_status(w, p, n));
     s->status = p;
   }
   return 0;
