@@ -55,6 +55,18 @@ struct mori_channel {
   char name[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* base/dir/w<seq>: what peers see */
 };
 
+/* A socket name (a peer's request's, or one about to go in a request), as
+ * messages show it: through the one escape (the decoder allows only
+ * MORI_WIRE_SOCKET_CHARS; this holds whatever a future one lets through). */
+typedef struct shown_name {
+  char text[4 * MORI_WIRE_SOCKET_NAME_MAX + 48];
+} shown_name;
+
+static const char *shown(shown_name *out, const char *name) {
+  return mori__escape(out->text, sizeof out->text, name, strnlen(name, MORI_WIRE_SOCKET_NAME_MAX),
+                      MORI_WIRE_SOCKET_NAME_MAX);
+}
+
 /* ---- the socket base ------------------------------------------------- */
 
 /* The first of these that is set names the base; if it cannot be trusted
@@ -246,6 +258,14 @@ int mori_channel_open(uint64_t window_seq, mori_channel **out) {
                        "fd channel: socket path %.*s/%s/%s is longer than sun_path allows (%zu "
                        "bytes); set MORI_SYMM_SOCKET_DIR to a shorter directory",
                        (int)ch->base_len, base_path, ch->dir, sock, sizeof ch->name - 1);
+  }
+  if (rc == 0 && !mori_wire_socket_name_ok((const uint8_t *)ch->name, strlen(ch->name))) {
+    shown_name name;
+    rc = mori__error(MORI_EINVAL,
+                     "fd channel: socket path %s has a character outside " MORI_WIRE_SOCKET_CHARS
+                     ", which no peer would accept in a request; set MORI_SYMM_SOCKET_DIR to "
+                     "a directory whose path has only those",
+                     shown(&name, ch->name));
   }
   if (rc == 0) rc = private_dir_open(ch, base_path, &dir);
   if (rc == 0) rc = channel_bind(ch, dir, sock);
@@ -439,8 +459,9 @@ static int send_should_retry(int err) {
  * for the timeout would only delay the same failure. */
 static int send_failed(int r, const char *path, int err) {
   int gone = err == ENOENT || err == ECONNREFUSED;
-  return mori__error(MORI_EIO, "rank %d%s: sendmsg to %s: %s", r, gone ? " is gone" : "", path,
-                     strerror(err));
+  shown_name name;
+  return mori__error(MORI_EIO, "rank %d%s: sendmsg to %s: %s", r, gone ? " is gone" : "",
+                     shown(&name, path), strerror(err));
 }
 
 /* ---- where an fd may go ---------------------------------------------- */
@@ -480,17 +501,18 @@ static int resolve_peer(exchange *x, int r) {
   const mori_request *q = &x->reqs[r];
   char path[sizeof q->socket_name];
   snprintf(path, sizeof path, "%s", q->socket_name);
-  const char *slash = strrchr(path, '/');
+  shown_name name;
+  const char *slash = strrchr(path, '/'), *text = shown(&name, path);
   if (!slash || slash == path || !slash[1])
-    return mori__error(MORI_EINVAL, "rank %d's request has no usable socket name '%s'", r, path);
+    return mori__error(MORI_EINVAL, "rank %d's request has no usable socket name '%s'", r, text);
   if (q->uid != (uint32_t)geteuid())
     return mori__error(MORI_EAUTH, "rank %d's request says uid %u; this process is uid %u", r,
                        q->uid, (unsigned)geteuid());
   int dir = -1, rc = peer_dir_open(x, path, (size_t)(slash - path), &dir);
   if (rc == MORI_ENOTFOUND)
-    return mori__error(MORI_EIO, "rank %d is gone: %s: %s", r, path, strerror(ENOENT));
+    return mori__error(MORI_EIO, "rank %d is gone: %s: %s", r, text, strerror(ENOENT));
   if (rc < 0) {
-    mori__error_prefix("rank %d's socket %s: ", r, path);
+    mori__error_prefix("rank %d's socket %s: ", r, text);
     return rc;
   }
   struct stat st;
@@ -499,12 +521,12 @@ static int resolve_peer(exchange *x, int r) {
   mori_close(dir);
   if (sock < 0)
     return mori__error(MORI_EIO, "rank %d%s: open(%s): %s", r, err == ENOENT ? " is gone" : "",
-                       path, strerror(err));
+                       text, strerror(err));
   if (mori_fstat(sock, &st) != 0)
-    rc = mori__error(MORI_EIO, "rank %d: fstat(%s): %s", r, path, strerror(errno));
+    rc = mori__error(MORI_EIO, "rank %d: fstat(%s): %s", r, text, strerror(errno));
   else if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
     rc = mori__error(MORI_EAUTH, "rank %d's socket %s is a %s of uid %u, not a socket of uid %u",
-                     r, path, mori__file_type(st.st_mode), (unsigned)st.st_uid,
+                     r, text, mori__file_type(st.st_mode), (unsigned)st.st_uid,
                      (unsigned)geteuid());
   if (rc < 0) {
     mori_close(sock);
@@ -626,7 +648,8 @@ static int list_ranks(const exchange *x, rank_pred pred, char *out, size_t cap) 
  * they are read by their ranks' processes, the first with its socket and
  * process (why no fd went there); and those whose queues stayed full. */
 static int timeout_error(const exchange *x, int timeout_ms) {
-  char heard[160], proofs[160], held[160], why[512] = "";
+  char heard[160], proofs[160], held[160], why[768] = "";
+  shown_name name;
   list_ranks(x, not_heard, heard, sizeof heard);
   int r = list_ranks(x, unproven, proofs, sizeof proofs);
   if (r >= 0)
@@ -634,7 +657,7 @@ static int timeout_error(const exchange *x, int timeout_ms) {
              "; sent no fd to rank(s) %s, whose processes did not answer the challenge sent to "
              "their sockets (rank %d's socket %s: no answer from pid %u uid %u: rank %d is "
              "late, or whatever reads that socket is not its process)",
-             proofs, r, x->reqs[r].socket_name, x->reqs[r].pid, x->reqs[r].uid, r);
+             proofs, r, shown(&name, x->reqs[r].socket_name), x->reqs[r].pid, x->reqs[r].uid, r);
   int full = list_ranks(x, queue_full, held, sizeof held) >= 0;
   return mori__error(MORI_ETIMEDOUT, "timed out after %d ms; not heard from rank(s) %s%s%s%s%s",
                      timeout_ms, x->to_receive ? heard : "(none)", why,
@@ -697,9 +720,10 @@ static int exchange_check_args(const mori_channel *ch, const mori_request *reqs,
   if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || self < 0 || self >= world_size)
     return mori__error(MORI_ERANGE, "rank %d of world %d", self, world_size);
   if (world_size > 1 && my_fd < 0) return mori__error(MORI_EINVAL, "no fd to send (%d)", my_fd);
+  shown_name name;
   if (strcmp(reqs[self].socket_name, ch->name) != 0)
     return mori__error(MORI_EINVAL, "own request names socket '%s', this channel is '%s'",
-                       reqs[self].socket_name, ch->name);
+                       shown(&name, reqs[self].socket_name), ch->name);
   return 0;
 }
 

@@ -99,6 +99,12 @@ int mori__group_check(const char *group) {
                        "rendezvous: group name '%s' is %zu bytes, longer than the %d its store "
                        "keys leave for it (MORI_SYMM_GROUP_MAX)",
                        mori__escape(shown, sizeof shown, group, n, 40), n, MORI_SYMM_GROUP_MAX);
+  /* every message names the group: it is text, shown as it is */
+  if (!mori__text_is_plain(group, n))
+    return mori__error(MORI_EINVAL,
+                       "rendezvous: group name '%s' has a control character, a backslash or "
+                       "bytes that are not UTF-8 text",
+                       mori__escape(shown, sizeof shown, group, n, 40));
   return 0;
 }
 

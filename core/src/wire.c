@@ -42,7 +42,8 @@ static const struct {
     {MORI_WIRE_ESIZE, "inconsistent alloc, buffer or signal pad sizes"},
     {MORI_WIRE_EHANDLE, "unknown handle type or fabric blob of the wrong length"},
     {MORI_WIRE_ESTRING,
-     "bad socket name: too long, a NUL or control character, or present iff not posix_fd"},
+     "bad socket name: too long, a character outside " MORI_WIRE_SOCKET_CHARS
+     ", or present iff not posix_fd"},
     {MORI_WIRE_ETRAILING, "bytes after the last field"},
     {MORI_WIRE_ENOSPACE, "buffer too small for the encoding"},
     {MORI_WIRE_ESLOTS, "signal slot bitmap names a slot that does not exist"},
@@ -175,6 +176,20 @@ static int decode_frame(const uint8_t *buf, size_t len, uint16_t kind, size_t mi
 
 /* Field checks shared by encoder and decoder, in their fixed order: an
  * encoder that emits only what the decoder accepts keeps both canonical. */
+/* A socket name is a path of the conservative set MORI_WIRE_SOCKET_CHARS:
+ * no control, no byte from 0x80 (C1, 8-bit CSI, UTF-8), no space, quote,
+ * backslash or glob character reaches the messages that name it. */
+int mori_wire_socket_name_char_ok(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c != '\0' && strchr("/._+,=@~-", c) != NULL);
+}
+
+int mori_wire_socket_name_ok(const uint8_t *name, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (!mori_wire_socket_name_char_ok(name[i])) return 0;
+  return 1;
+}
+
 static int check_request(const mori_request *r, const uint8_t *name, size_t name_len,
                          size_t fabric_len) {
   if (r->world_size == 0 || r->world_size > MORI_WIRE_MAX_WORLD || r->rank >= r->world_size)
@@ -195,9 +210,7 @@ static int check_request(const mori_request *r, const uint8_t *name, size_t name
   if (fabric_len != (is_fabric ? MORI_WIRE_FABRIC_SIZE : 0)) return MORI_WIRE_EHANDLE;
 
   if (name_len > MORI_WIRE_SOCKET_NAME_MAX || (name_len > 0) != is_fd) return MORI_WIRE_ESTRING;
-  /* a path has no NUL, and no control character a message would carry to a terminal */
-  for (size_t i = 0; i < name_len; i++)
-    if (name[i] < 0x20 || name[i] == 0x7f) return MORI_WIRE_ESTRING;
+  if (!mori_wire_socket_name_ok(name, name_len)) return MORI_WIRE_ESTRING;
   return MORI_WIRE_OK;
 }
 

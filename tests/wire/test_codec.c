@@ -482,6 +482,22 @@ static void request_socket_name_defects_are_estring(void **state) {
   assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
   len = raw_request(&fd, "/tmp/\x7f", 6, NULL, 0, 0, buf);
   assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
+  /* nor 8-bit CSI (0x9b), which rewrites a terminal's line as ESC [ does */
+  len = raw_request(&fd, "/tmp/\x9b" "2K\x9b" "1A", 11, NULL, 0, 0, buf);
+  assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_ESTRING);
+  /* only [A-Za-z0-9/._+,=@~-]: no space, no UTF-8, no shell or glob character */
+  static const char *const outside[] = {"/tmp/a b", "/tmp/caf\xc3\xa9", "/tmp/a\\b", "/tmp/a:b",
+                                        "/tmp/a*b", "/tmp/$x", "/tmp/a'b", "/tmp/\xff"};
+  for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+    len = raw_request(&fd, outside[i], strlen(outside[i]), NULL, 0, 0, buf);
+    if (mori_wire_decode_request(buf, len, &out) != MORI_WIRE_ESTRING)
+      fail_msg("socket name %zu (%s) was not refused", i, outside[i]);
+  }
+  static const char every_allowed[] =
+      "/ABCDEFGHIJKLMNOPQRSTUVWXYZ/abcdefghijklmnopqrstuvwxyz/0123456789/._+,=@~-";
+  len = raw_request(&fd, every_allowed, sizeof every_allowed - 1, NULL, 0, 0, buf);
+  assert_int_equal(mori_wire_decode_request(buf, len, &out), MORI_WIRE_OK);
+  assert_string_equal(out.socket_name, every_allowed);
 
   /* The encoder refuses the same. */
   memset(fd.socket_name, 0, sizeof fd.socket_name);

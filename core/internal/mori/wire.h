@@ -49,12 +49,21 @@ enum {
   MORI_WIRE_ERANK = -7,      /* rank >= world_size, world_size 0 or > MAX_WORLD */
   MORI_WIRE_ESIZE = -8,      /* buffer/pad/alloc sizes inconsistent */
   MORI_WIRE_EHANDLE = -9,    /* unknown handle type, or blob length wrong for it */
-  MORI_WIRE_ESTRING = -10,   /* socket name too long, a NUL or control character, or empty for fd */
+  MORI_WIRE_ESTRING = -10,   /* socket name too long, a byte outside MORI_WIRE_SOCKET_CHARS, or empty for fd */
   MORI_WIRE_ETRAILING = -11, /* bytes after the last field before the CRC */
   MORI_WIRE_ENOSPACE = -12,  /* encode: buffer too small */
   MORI_WIRE_ESLOTS = -13     /* signal slot bitmap names a slot past MORI_WIRE_SIGNAL_SLOTS */
 };
 const char *mori_wire_strerror(int code);
+
+/* The characters a socket name may carry, as messages name them: a
+ * conservative path set (no control, no byte from 0x80, no space, quote,
+ * backslash, colon or glob character), so that a name another rank
+ * published is plain text wherever it is shown. */
+#define MORI_WIRE_SOCKET_CHARS "[A-Za-z0-9/._+,=@~-]"
+int mori_wire_socket_name_char_ok(unsigned char c);
+/* 1 if every one of the len bytes is of MORI_WIRE_SOCKET_CHARS. */
+int mori_wire_socket_name_ok(const uint8_t *name, size_t len);
 
 typedef struct mori_request {
   uint32_t rank, world_size;
