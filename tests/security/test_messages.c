@@ -195,6 +195,47 @@ static void a_join_answered_again_with_another_id_says_the_ids_differ(void **s) 
   assert_the_ids_are_named(answered_again, 0);
 }
 
+/* ---- a join answered with no id ---- */
+
+/* What rank 1 reads as the answer to its join, as another process wrote
+ * it: text that is no id.  Rank 1 must refuse it (MORI_EPROTO, naming the
+ * answer's key), not take it as the incarnation its keys would carry. */
+static const char *malformed;
+
+static void malform_the_answer(const char *key, void **value, size_t *len, void *ctx) {
+  (void)ctx;
+  if (!strstr(key, "/incarnation/1/")) return;
+  free(*value);
+  *value = strdup(malformed);
+  *len = strlen(malformed);
+}
+
+static void a_join_answered_with_no_id_is_refused(void **s) {
+  (void)s;
+  static const char *const answers[] = {
+      "0DDBA11C0FFEE0000000000000000042",  /* capitals */
+      "0ddba11c0ffee00000000000/../../x",  /* 32 characters, some no hex digit */
+      "0ddba11c0ffee000000000000000042",   /* 31 hex digits */
+      "0ddba11c0ffee00000000000000000042", /* 33 */
+  };
+  for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
+    scene sc;
+    scene_open(&sc, "noid");
+    malformed = answers[i];
+    sec_plan plan = {.timeout_ms = 1000, .in_band = 1};
+    plan.rank[1].rewrite = malform_the_answer;
+    mori_rank_result res[WORLD];
+    sec_launch(sc.dir, WORLD, &plan, res);
+    scene_close(&sc);
+    const char *err = sec_err(res[1].msg);
+    print_message("answered '%s': rank 1: %s\n", answers[i], err);
+    if (sec_num(res[1].msg, "rdv") != MORI_EPROTO ||
+        !strstr(err, "rendezvous: the answer to this rank's join (mori_symm/g/incarnation/1/") ||
+        !strstr(err, ") is no id"))
+      fail_msg("rank 1 took '%s' as the answer to its join: %s", answers[i], res[1].msg);
+  }
+}
+
 /* ---- a leader whose peers all gave up ---- */
 
 /* Every rank fails at BIND (its socket base is one anyone may write), the
@@ -228,6 +269,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(an_abort_planted_with_control_characters_arrives_escaped_and_bounded),
       cmocka_unit_test(a_join_answered_first_with_another_id_says_the_ids_differ),
       cmocka_unit_test(a_join_answered_again_with_another_id_says_the_ids_differ),
+      cmocka_unit_test(a_join_answered_with_no_id_is_refused),
       cmocka_unit_test(a_leader_whose_peers_all_failed_at_bind_ends_on_their_aborts),
   };
   return mori_run_tests(argc, argv, tests);
