@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "mori/runtime_search.h"
 
 const char *const mori_env_section_titles[MORI_ENV__SECTIONS] = {
     [MORI_ENV_LIBRARY] = "The library (libmori_core.so, in every program that uses it)",
@@ -66,11 +67,13 @@ const mori_env_var mori_env_vars[] = {
      "libmori_core.so"},
     /* ---- the shim ---- */
     {"MORI_SYMM_SHIM", MORI_ENV_SHIM, "auto|hip|cuda|sim", "auto",
-     "the shim backend: auto binds the GPU runtime found; the tools fall back to sim where "
-     "none loads, the Python package picks the runtime torch was built for",
+     "the shim backend: auto binds the GPU runtime found; unset, the tools use auto where "
+     "the shim finds a runtime it accepts, else sim (with one WARN line naming a runtime "
+     "found and refused); the Python package picks the runtime torch was built for",
      "libmori_hip_shim.so, mori-symm, mori-fi, mori_symm (Python)"},
-    {"MORI_SYMM_HIP_LIB", MORI_ENV_SHIM, "PATH", "an already loaded libamdhip64, else "
-     "libamdhip64.so.7, else .so.6",
+    {"MORI_SYMM_HIP_LIB", MORI_ENV_SHIM, "PATH",
+     "an already loaded libamdhip64, else the first of " MORI_HIP_SONAMES(MORI_SONAME_TEXT)
+     "that loads (mori/runtime_search.h)",
      "the HIP runtime library the hip backend loads",
      "libmori_hip_shim.so"},
     {"MORI_SYMM_CUDA_LIB", MORI_ENV_SHIM, "PATH", "libcuda.so.1",
