@@ -15,6 +15,10 @@ say, where a list in prose can drift from its source:
                         (the layer picture and "The tools") is the commands
                         `mori-symm --help` (the file HELP) lists
 
+  packages README        README's "Using the C library" states the package's
+                        two names in one paragraph: pkg-config's `mori-symm`
+                        and CMake's find_package `mori_symm`
+
 Prints "docs ok: ..." or one line per difference and "docs FAILED: ...".
 """
 import fnmatch
@@ -92,7 +96,18 @@ def tools(doc, help_file):
     return fail(problems, f"{doc}'s mori-symm commands: {', '.join(commands)}")
 
 
+def packages(readme):
+    text = open(readme, encoding="utf-8").read()
+    section = text.split("## Using the C library", 1)[-1].split("\n## ", 1)[0]
+    words = ("pkg-config", "`mori-symm`", "find_package", "`mori_symm`")
+    together = [p for p in section.split("\n\n") if all(w in p for w in words)]
+    problems = [] if together else [
+        f"{readme}'s \"Using the C library\" has no paragraph naming {', '.join(words)}"]
+    return fail(problems, f"{readme} names pkg-config's mori-symm and CMake's mori_symm together")
+
+
 if __name__ == "__main__":
     step, args = sys.argv[1], sys.argv[2:]
     sys.exit({"scenarios": lambda: scenarios(*args), "headers": lambda: headers(*args),
-              "search": lambda: search(args[0], args[1:]), "tools": lambda: tools(*args)}[step]())
+              "search": lambda: search(args[0], args[1:]), "tools": lambda: tools(*args),
+              "packages": lambda: packages(*args)}[step]())

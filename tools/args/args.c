@@ -369,8 +369,13 @@ int cli_main(const cli_tool *tool, int argc, char **argv) {
   if (strcmp(name, "help") == 0) {
     const cli_command *c = find_command(tool, argv[2]);
     const cli_topic *t = c ? NULL : find_topic(tool, argv[2]);
-    if (argc > 3 || (c == NULL && t == NULL && strcmp(argv[2], "help") != 0))
+    if (c == NULL && t == NULL && strcmp(argv[2], "help") != 0)
       return unknown_command(tool, 1, argv[2]);
+    if (argc > 3) {
+      fprintf(stderr, "%s: help: unexpected argument '%s' (help takes one COMMAND or TOPIC; %s "
+                      "help help)\n", tool->name, argv[3], tool->name);
+      return CLI_EXIT_USAGE;
+    }
     if (c != NULL)
       cli_print_command_help(stdout, c);
     else if (t != NULL)

@@ -45,6 +45,13 @@ typedef struct cli_topic {
   void (*print)(FILE *out);
 } cli_topic;
 
+/* The range of the launcher's deadline on a command's ranks, one for
+ * every command that takes one (--timeout-ms of demo and bench-sim,
+ * --deadline-ms of sweep and run-scenario): under a second no launch of
+ * ranks can finish, and above an hour a hang is not worth waiting for. */
+#define CLI_DEADLINE_MS_MIN 1000
+#define CLI_DEADLINE_MS_MAX 3600000
+
 typedef struct cli_tool {
   const char *name;           /* "mori-symm" */
   const char *version;        /* what --version prints: the version it was built as */

@@ -446,7 +446,7 @@ static const cli_option run_options[] = {
      "ranks (default 2)"},
     {"--stall-ms", CLI_INT, offsetof(struct run_args, stall_ms), 100, 3600000, NULL, "MS",
      "a rank whose calls stood still this long is hung and killed (default 10000)"},
-    {"--deadline-ms", CLI_INT, offsetof(struct run_args, deadline_ms), 1, 3600000, NULL, "MS",
+    {"--deadline-ms", CLI_INT, offsetof(struct run_args, deadline_ms), CLI_DEADLINE_MS_MIN, CLI_DEADLINE_MS_MAX, NULL, "MS",
      "kill ranks still running then, however busy (default 600000)"},
     {0},
 };

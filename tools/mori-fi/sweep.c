@@ -726,7 +726,7 @@ static const cli_option sweep_options[] = {
      "a rank whose calls stood still this long is a hang (default 10000)"},
     {"--peer-calls", CLI_INT, offsetof(struct sweep_args, peer_calls), 1, 1000000000, NULL, "N",
      "calls a peer may make after it was told a rank failed (default 200)"},
-    {"--deadline-ms", CLI_INT, offsetof(struct sweep_args, deadline_ms), 1000, 3600000, NULL,
+    {"--deadline-ms", CLI_INT, offsetof(struct sweep_args, deadline_ms), CLI_DEADLINE_MS_MIN, CLI_DEADLINE_MS_MAX, NULL,
      "MS", "a run still going then, however busy, is a hang (default 600000)"},
     {"--verbose", CLI_FLAG, offsetof(struct sweep_args, verbose), 0, 0, NULL, NULL,
      "print every failing run"},

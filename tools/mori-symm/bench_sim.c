@@ -383,7 +383,7 @@ static const cli_option bench_sim_options[] = {
      "block size (default 1M)"},
     {"--shim", CLI_CHOICE, offsetof(struct bench_sim_args, shim), 0, 0, cli_shims, "SHIM",
      "GPU shim backend (default sim)"},
-    {"--timeout-ms", CLI_INT, offsetof(struct bench_sim_args, deadline_ms), 1, 3600000, NULL,
+    {"--timeout-ms", CLI_INT, offsetof(struct bench_sim_args, deadline_ms), CLI_DEADLINE_MS_MIN, CLI_DEADLINE_MS_MAX, NULL,
      "MS", "kill a world's ranks still running after MS (default 600000)"},
     {0},
 };

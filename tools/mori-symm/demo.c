@@ -225,7 +225,7 @@ static const cli_option demo_options[] = {
     CLI_RANKS_OPTIONS(struct demo_args, 4),
     {"--size", CLI_SIZE, offsetof(struct demo_args, size), 2, 16LL << 30, NULL, "BYTES",
      "buffer per rank, half sent, half received (default 8M; at least 2 per rank)"},
-    {"--timeout-ms", CLI_INT, offsetof(struct demo_args, deadline_ms), 1000, 3600000, NULL, "MS",
+    {"--timeout-ms", CLI_INT, offsetof(struct demo_args, deadline_ms), CLI_DEADLINE_MS_MIN, CLI_DEADLINE_MS_MAX, NULL, "MS",
      "kill ranks still running after MS (default 120000)"},
     {"--exit-live", CLI_FLAG, offsetof(struct demo_args, exit_live), 0, 0, NULL, NULL,
      "end with the window live and the block allocated: the exit hook tears down, and a rank "

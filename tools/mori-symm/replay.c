@@ -86,11 +86,48 @@ static int one(const mori_fi_trace *t, const char *arch, const char *quirks) {
   return 0;
 }
 
+/* name is one of the sim's names (list(0), list(1), ...), or "all" where
+ * all_too: the first len bytes of name. */
+static int known(const char *(*list)(int), const char *name, size_t len, int all_too) {
+  const char *n;
+  if (all_too && len == 3 && strncmp(name, "all", 3) == 0) return 1;
+  for (int i = 0; (n = list(i)) != NULL; i++)
+    if (strlen(n) == len && strncmp(n, name, len) == 0) return 1;
+  return 0;
+}
+
+/* --profile ARCH[,QUIRK...] names the sim's profiles and quirks, or it is
+ * a bad value (exit 2), said before the trace is read.  Returns 0, or the
+ * usage error's status. */
+static int check_profile(const char *profile) {
+  const char *comma = strchr(profile, ','), *q;
+  size_t n = comma ? (size_t)(comma - profile) : strlen(profile);
+  char accepted[512] = "";
+  int bad_arch = !known(mori_sim_profile_name, profile, n, 0);
+  const char *bad = bad_arch ? profile : NULL;
+  size_t bad_len = n;
+  for (q = comma; bad == NULL && q != NULL; q = strchr(q + 1, ',')) {
+    const char *next = strchr(q + 1, ',');
+    size_t len = next ? (size_t)(next - q - 1) : strlen(q + 1);
+    if (!known(mori_sim_quirk_name, q + 1, len, 1)) bad = q + 1, bad_len = len;
+  }
+  if (bad == NULL) return 0;
+  const char *(*list)(int) = bad_arch ? mori_sim_profile_name : mori_sim_quirk_name;
+  for (int i = 0; list(i) != NULL; i++) {
+    size_t used = strlen(accepted);
+    snprintf(accepted + used, sizeof accepted - used, "%s%s", i ? ", " : "", list(i));
+  }
+  return cli_usage_error(&cli_replay_command, "--profile '%s': unknown sim %s '%.*s' (accepted: "
+                         "%s%s)", profile, bad_arch ? "profile" : "quirk", (int)bad_len, bad,
+                         accepted, bad_arch ? ", then ,QUIRK..." : " or all");
+}
+
 static int run_replay(int argc, char **argv) {
   struct replay_args args = {NULL, NULL};
   int rc = cli_parse(&cli_replay_command, &args, argc, argv);
   if (rc != 0) return rc == CLI_EXIT_HELP ? 0 : rc;
   const char *path = args.trace, *profile = args.profile;
+  if (profile != NULL && (rc = check_profile(profile)) != 0) return rc;
   size_t len;
   char *text = read_file(path, &len), err[256];
   if (text == NULL)
