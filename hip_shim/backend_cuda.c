@@ -511,8 +511,7 @@ static hipError_t cuda_wait_value32(hipStream_t stream, void *ptr, uint32_t valu
 
 /* The operation types have the same numbers in both runtimes; the flags go
  * through the wait and write tables.  One driver call for the batch, which
- * costs the host about what one memop costs (on an H200, 1.7 us for two
- * against 3.0 us as two calls). */
+ * costs the host about what one memop costs (docs/performance.md). */
 static hipError_t cuda_batch_mem_op(hipStream_t stream, unsigned int count,
                                     hipStreamBatchMemOpParams *ops, unsigned int flags) {
   mori__CUstreamBatchMemOpParams p[MORI_HIP_BATCH_MAX];

@@ -256,8 +256,8 @@ static int step_zero(void *p) {
 /* The shareable handle every rendezvous on this block will send: run by
  * the block's first rendezvous (mori__block_export), not by alloc, since
  * exporting costs more than the rest of an allocation together on some
- * drivers (0.5 ms of a 0.64 ms alloc on an H200) and a block that never
- * meets a peer needs none. */
+ * drivers (docs/performance.md, "The control path ... taken apart") and a
+ * block that never meets a peer needs none. */
 static int step_export(void *p) {
   mori_block *b = ((struct alloc_ctx *)p)->b;
   if (b->handle_type == hipMemHandleTypeFabric) {

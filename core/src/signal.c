@@ -4,11 +4,10 @@
  * private slot of the block's signal area (torch's own pad stays zero for
  * torch's kernels).  Every wait is on this rank's own memory; a peer is
  * only ever written to, never polled.  A call's operations go to the
- * runtime as one batch (hipStreamBatchMemOp): on an H200 two operations as
- * one call cost the host 1.7 us against 3.0 us as two, and a put/wait round
- * trip of two batches each way ran 13.8 us against 20.7 us as separate
- * operations (tests/gpu/bench.sh).  MORI_SYMM_MEMOP_BATCH=0 issues them one
- * by one.
+ * runtime as one batch (hipStreamBatchMemOp), which costs the host about
+ * what one operation costs (docs/performance.md, "What each shape costs,
+ * in C", has the figures).  MORI_SYMM_MEMOP_BATCH=0 issues them one by
+ * one.
  *
  * A slot is MORI_WIRE_SIGNAL_REGIONS areas of the pad's size; cell
  * (channel, rank) of an area sits at channel * world_size + rank, torch's
@@ -138,9 +137,9 @@ enum form { FORM_EAGER, FORM_CAPTURED };
  * rank's device.  mori-gpu-bench's signal and graph tables decide each row
  * (docs/performance.md, "Memory operations or one kernel per signal");
  * until a GPU run fills them these are the expected winners: in a graph a
- * barrier is 6(N-1) memops in one batch node (10.2 us a barrier on an
- * H200) where torch's is one kernel node; eagerly one batch costs the host
- * 1.7 us against an empty kernel launch's 3.3 us. */
+ * barrier is 6(N-1) memops in one batch node where torch's is one kernel
+ * node; eagerly one batch costs the host less than an empty kernel's
+ * launch (the figures: docs/performance.md, "What each shape costs"). */
 static const enum engine automatic[] = {[FORM_EAGER] = ENGINE_MEMOP,
                                         [FORM_CAPTURED] = ENGINE_KERNEL};
 
@@ -459,7 +458,7 @@ static enum engine engine_of(const mori_window *w, enum engine setting, int capt
  * by the rendezvous (ready_kernels) wherever a form may use them, not in a
  * stream-ordered call: a module load or a pinned allocation may wait for
  * the device, and a stream the caller holds behind a gate it opens after
- * the call would never let it (a host hang, seen on an H200); neither is
+ * the call would never let it (the host hangs); neither is
  * permitted in a CUDA capture of global mode (torch's).  The automatic
  * engine keeps memory operations where they are not ready: on a runtime
  * that cannot load them at all (kernel.c logs why, once), and after a

@@ -19,6 +19,13 @@ say, where a list in prose can drift from its source:
                         two names in one paragraph: pkg-config's `mori-symm`
                         and CMake's find_package `mori_symm`
 
+  dated ROOT             the library's and the tools' sources (core, hip_shim,
+                        fsm, faultinject, tools) and the reference docs
+                        architecture.md and backends.md carry no dated figure
+                        or history: no GPU model's timings (H100, H200), no
+                        date, no "before:"; those live in docs/performance.md,
+                        docs/results.md and CHANGELOG.md
+
 Prints "docs ok: ..." or one line per difference and "docs FAILED: ...".
 """
 import fnmatch
@@ -106,8 +113,25 @@ def packages(readme):
     return fail(problems, f"{readme} names pkg-config's mori-symm and CMake's mori_symm together")
 
 
+def dated(root):
+    import os
+    pattern = re.compile(r"\bH[12]00s?\b|\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b|\bbefore:")
+    files = [os.path.join(root, "docs", d) for d in ("architecture.md", "backends.md")]
+    for folder in ("core", "hip_shim", "fsm", "faultinject", "tools"):
+        for dirpath, _, names in os.walk(os.path.join(root, folder)):
+            files += [os.path.join(dirpath, n) for n in sorted(names)
+                      if n.endswith((".c", ".h", ".cu", ".cpp"))]
+    problems = []
+    for f in files:
+        for n, line in enumerate(open(f, encoding="utf-8", errors="replace"), 1):
+            m = pattern.search(line)
+            if m:
+                problems.append(f"{os.path.relpath(f, root)}:{n}: '{m.group(0)}': {line.strip()}")
+    return fail(problems, f"{len(files)} sources and reference docs free of dated figures")
+
+
 if __name__ == "__main__":
     step, args = sys.argv[1], sys.argv[2:]
     sys.exit({"scenarios": lambda: scenarios(*args), "headers": lambda: headers(*args),
               "search": lambda: search(args[0], args[1:]), "tools": lambda: tools(*args),
-              "packages": lambda: packages(*args)}[step]())
+              "packages": lambda: packages(*args), "dated": lambda: dated(*args)}[step]())

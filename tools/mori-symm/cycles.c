@@ -6,8 +6,8 @@
  *
  * fds and the registry must not grow at all.  Device memory is read
  * device-wide (hipMemGetInfo), where the driver's own lazily made buffers
- * show too (4 MiB once in 1000 cycles on an H200), so it fails only at the
- * size of a leak: half the cycles' blocks or more.
+ * show too (a few MiB, now and then), so it fails only at the size of a
+ * leak: half the cycles' blocks or more.
  */
 #include "cli.h"
 
