@@ -60,8 +60,8 @@ typedef struct cli_ranks {
    "ranks that may share one device; rank r uses device r mod devices (default 1, or any "   \
    "with MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1)"},                                       \
   {"--shim", CLI_CHOICE, offsetof(T, r.shim), 0, 0, cli_shims, "SHIM",                        \
-   "GPU shim backend (default MORI_SYMM_SHIM, else auto where a GPU runtime loads, else "    \
-   "sim)"}
+   "GPU shim backend (default MORI_SYMM_SHIM, else auto where a GPU runtime is found and "   \
+   "accepted, else sim: a refused one is named on stderr)"}
 
 /* Resolves the shim, counts its devices (in a forked child: a GPU runtime
  * must not come up before the ranks fork) and checks --ranks against

@@ -95,7 +95,8 @@ struct probe_args {
 
 static const cli_option probe_options[] = {
     {"--shim", CLI_CHOICE, offsetof(struct probe_args, shim), 0, 0, cli_shims, "SHIM",
-     "GPU shim backend (default MORI_SYMM_SHIM, else auto where a GPU runtime loads, else sim)"},
+     "GPU shim backend (default MORI_SYMM_SHIM, else auto where a GPU runtime is found and "
+     "accepted, else sim: a refused one is named on stderr)"},
     {0},
 };
 
