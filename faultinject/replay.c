@@ -34,7 +34,10 @@ typedef struct replay {
   binding *b;
   size_t nb, cap;
   int device;
-  void *scratch[2]; /* host buffers standing in for addresses outside the VMM */
+  /* host buffers standing in for addresses outside the VMM: pinned
+   * (hipHostMalloc), since the run's may have been, and a device operation
+   * on host memory needs that */
+  void *scratch[2];
   struct {
     char kind; /* what the current call made: 'h', 'r', 'd', 'f' (0: nothing) */
     uintptr_t value;
@@ -82,21 +85,40 @@ static hipMemGenericAllocationHandle_t handle(replay *r, const mori_fi_value *v)
   return (hipMemGenericAllocationHandle_t)(b ? b->value : (uintptr_t)0xdead0000000ull + (uintptr_t)v->id);
 }
 
+static void scratch_free(replay *r, int slot) {
+  if (r->scratch[slot]) (void)mori_hipHostFree(r->scratch[slot]);
+  r->scratch[slot] = NULL;
+}
+
 /* An address: a reservation or device allocation plus offset, or a host
- * scratch buffer of `size` bytes.  -1 if the trace names a range it never
- * made. */
+ * scratch buffer of `size` bytes.  The size bytes from it must lie inside
+ * what the trace made (a damaged trace would have the sim write wherever
+ * it points).  -1 with r->why naming the line if the trace names a range
+ * it never made, or one outside it. */
 static int address(replay *r, const mori_fi_value *v, size_t size, int slot, void **out) {
   *out = NULL;
   if (v->kind == MORI_FI_V_NULL) return 0;
   if (v->kind == MORI_FI_V_HOST) {
-    free(r->scratch[slot]);
-    r->scratch[slot] = *out = calloc(1, size ? size : 1);
-    return *out ? 0 : -1;
+    scratch_free(r, slot);
+    if (mori_hipHostMalloc(&r->scratch[slot], size ? size : 1, 0) != hipSuccess) {
+      r->scratch[slot] = NULL;
+      snprintf(r->why, sizeof r->why, "line %ld: no host buffer of %zu bytes to stand in: %s",
+               rec(r)->line, size, mori_shim_message());
+      return -1;
+    }
+    *out = r->scratch[slot];
+    return 0;
   }
   binding *b = v->kind == MORI_FI_V_SYMBOL ? find(r, v->sym, v->id) : NULL;
   if (b == NULL) {
     snprintf(r->why, sizeof r->why, "line %ld: %c%ld is used before the trace made it",
              rec(r)->line, v->sym, v->id);
+    return -1;
+  }
+  if (v->offset > b->size || size > b->size - v->offset) {
+    snprintf(r->why, sizeof r->why,
+             "line %ld: %c%ld+0x%llx and %zu bytes lie outside %c%ld (%zu bytes)", rec(r)->line,
+             v->sym, v->id, (unsigned long long)v->offset, size, v->sym, v->id, b->size);
     return -1;
   }
   *out = (void *)(b->value + v->offset);
@@ -168,19 +190,19 @@ static hipError_t do_reserve(replay *r) {
 
 static hipError_t do_address_free(replay *r) {
   void *a;
-  if (address(r, arg(r, 0), 1, 0, &a) != 0) return hipErrorRuntimeOther;
+  if (address(r, arg(r, 0), (size_t)num(r, 1), 0, &a) != 0) return hipErrorRuntimeOther;
   return mori_hipMemAddressFree(a, (size_t)num(r, 1));
 }
 
 static hipError_t do_map(replay *r) {
   void *a;
-  if (address(r, arg(r, 0), 1, 0, &a) != 0) return hipErrorRuntimeOther;
+  if (address(r, arg(r, 0), (size_t)num(r, 1), 0, &a) != 0) return hipErrorRuntimeOther;
   return mori_hipMemMap(a, (size_t)num(r, 1), (size_t)num(r, 2), handle(r, arg(r, 3)), num(r, 4));
 }
 
 static hipError_t do_unmap(replay *r) {
   void *a;
-  if (address(r, arg(r, 0), 1, 0, &a) != 0) return hipErrorRuntimeOther;
+  if (address(r, arg(r, 0), (size_t)num(r, 1), 0, &a) != 0) return hipErrorRuntimeOther;
   return mori_hipMemUnmap(a, (size_t)num(r, 1));
 }
 
@@ -188,7 +210,14 @@ static hipError_t do_set_access(replay *r) {
   void *a;
   const mori_fi_value *d = arg(r, 2);
   hipMemAccessDesc desc = {{hipMemLocationTypeDevice, d->sub[1]}, (hipMemAccessFlags)d->sub[0]};
-  if (address(r, arg(r, 0), 1, 0, &a) != 0) return hipErrorRuntimeOther;
+  /* the trace records the first descriptor alone: one is all there is to pass */
+  if (d->kind == MORI_FI_V_DESC && num(r, 3) > 1) {
+    snprintf(r->why, sizeof r->why,
+             "line %ld: count=%llu, but a trace records one access descriptor", rec(r)->line,
+             (unsigned long long)num(r, 3));
+    return hipErrorRuntimeOther;
+  }
+  if (address(r, arg(r, 0), (size_t)num(r, 1), 0, &a) != 0) return hipErrorRuntimeOther;
   return mori_hipMemSetAccess(a, (size_t)num(r, 1), d->kind == MORI_FI_V_DESC ? &desc : NULL,
                               (size_t)num(r, 3));
 }
@@ -478,6 +507,8 @@ static void run(replay *r, mori_fi_replay_result *res) {
   }
   res->calls = (long)r->t->n;
   res->violation_at = res->violation_line = -1;
+  scratch_free(r, 0); /* the replay's own: not what the trace left live */
+  scratch_free(r, 1);
   res->live_at_end = mori_shim_registry_total();
 }
 
@@ -497,8 +528,8 @@ static void child(const mori_fi_trace *t, const char *arch, const char *quirks,
   res->ok = 1;
   run(&r, res);
   free(r.b);
-  free(r.scratch[0]);
-  free(r.scratch[1]);
+  scratch_free(&r, 0);
+  scratch_free(&r, 1);
 }
 
 int mori_fi_replay(const mori_fi_trace *t, const char *arch, const char *quirks,

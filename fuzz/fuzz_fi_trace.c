@@ -3,7 +3,9 @@
  * parser of record and replay.  Any byte string must parse or fail with a
  * message naming a line and column inside the input; every parsed record
  * must match its call's layout, and the trace written back out in the
- * canonical spelling must parse to the same records.
+ * canonical spelling must parse to the same records.  A trace it takes is
+ * then replayed on the sim (mori_fi_replay, a child process per trace): a
+ * damaged one must be refused at one of its lines, never crash the replay.
  *
  * Input: the trace text itself (not NUL-terminated).
  */
@@ -133,6 +135,23 @@ static void check_canonical(const mori_fi_trace *tr) {
   free(t.s);
 }
 
+/* ---- replay ---- */
+
+/* Longer traces cost more than they find (each replay is a fork). */
+#define REPLAY_RECORDS_MAX 64
+
+static void check_replay(const mori_fi_trace *tr, long lines) {
+  mori_fi_replay_result res;
+  if (tr->n == 0 || tr->n > REPLAY_RECORDS_MAX) return;
+  if (mori_fi_replay(tr, "gfx950", "", &res) != 0) return; /* no fork: no verdict */
+  MORI_FUZZ_CHECK(strstr(res.message, "the replay died of signal") == NULL, "replay: %s",
+                  res.message);
+  MORI_FUZZ_CHECK(res.ok || res.violation_line < 0 ||
+                      (res.violation_line >= 1 && res.violation_line <= lines),
+                  "replay: a violation at line %ld of %ld: %s", res.violation_line, lines,
+                  res.message);
+}
+
 /* ---- the target ---- */
 
 static void check_error(const mori_fi_trace *tr, const char *err, const uint8_t *data,
@@ -163,6 +182,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   long prev = 0;
   for (size_t i = 0; i < tr.n; prev = tr.recs[i++].line) check_record(&tr.recs[i], prev);
   check_canonical(&tr);
+  long lines = 1;
+  for (size_t i = 0; i < size; i++) lines += data[i] == '\n';
+  check_replay(&tr, lines);
   mori_trace_free(&tr);
   return 0;
 }

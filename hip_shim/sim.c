@@ -79,6 +79,8 @@ static const char *const rules[RULE_COUNT] = {
     [RULE_NO_ACCESS] = "mapped memory lacks the access this needs (hipMemSetAccess)",
     [RULE_ACCESS_FLAGS] = "access flags must be ProtNone, ProtRead or ProtReadWrite",
     [RULE_LOCATION] = "location must be a device in range",
+    [RULE_NOT_DEVICE] = "a device operand must lie in a mapping, a hipMalloc or a hipHostMalloc "
+                        "block; plain host memory is only a copy's host side",
     [RULE_ALLOCATION_TYPE] = "allocation type must be pinned or uncached",
     [RULE_HIPFREE_UNKNOWN] = "pointer was not returned by hipMalloc or was already freed",
     [RULE_MEMCPY_KIND] = "copy kind must be a hipMemcpyKind",
@@ -287,9 +289,25 @@ static hipError_t memcpy_locked(void *dst, const void *src, size_t size, hipMemc
     return mori__sim_contract(call, RULE_MEMCPY_KIND, "got %d", (int)kind);
   if (size == 0) return hipSuccess;
   if (dst == NULL || src == NULL)
+/* Which operands of a copy of this kind may be plain host memory: the
+ * host side its kind names, either under hipMemcpyDefault (the pointer
+ * says, as HIP infers it).  A valid kind. */
+static unsigned host_sides(hipMemcpyKind kind) {
+  static const unsigned sides[] = {
+      [hipMemcpyHostToHost] = MORI__SIM_HOST_DST | MORI__SIM_HOST_SRC,
+      [hipMemcpyHostToDevice] = MORI__SIM_HOST_SRC,
+      [hipMemcpyDeviceToHost] = MORI__SIM_HOST_DST,
+      [hipMemcpyDeviceToDevice] = 0,
+      [hipMemcpyDefault] = MORI__SIM_HOST_DST | MORI__SIM_HOST_SRC,
+  };
+  return sides[kind];
+}
+
     return mori__sim_contract(call, RULE_NULL_ARGUMENT, "dst %p, src %p", dst, src);
-  hipError_t e = mori__sim_check_access(call, dst, size, 1);
-  if (e == hipSuccess) e = mori__sim_check_access(call, src, size, 0);
+  unsigned host = host_sides(kind);
+  hipError_t e = mori__sim_check_access(call, dst, size, 1, !!(host & MORI__SIM_HOST_DST));
+  if (e == hipSuccess)
+    e = mori__sim_check_access(call, src, size, 0, !!(host & MORI__SIM_HOST_SRC));
   return e;
 }
 
@@ -303,7 +321,7 @@ static hipError_t memset_locked(void *dst, size_t size) {
                       call);
     return hipErrorOutOfMemory;
   }
-  return mori__sim_check_access(call, dst, size, 1);
+  return mori__sim_check_access(call, dst, size, 1, 0);
 }
 
 /* The checks hold the lock; the copy itself does not, as a DMA engine
@@ -322,6 +340,7 @@ static hipError_t sim_memcpy(void *dst, const void *src, size_t size, hipMemcpyK
 static hipError_t sim_memset(void *dst, int value, size_t size) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = memset_locked(dst, size);
+  if (e == hipSuccess) op.host = host_sides(kind);
   pthread_mutex_unlock(&mori__sim_lock);
   if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemset");
   struct mori__sim_op op = {
@@ -341,6 +360,7 @@ static hipError_t sim_memcpy_async(void *dst, const void *src, size_t size, hipM
 static hipError_t sim_memset_async(void *dst, int value, size_t size, hipStream_t stream) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = memset_locked(dst, size);
+  if (e == hipSuccess) op.host = host_sides(kind);
   pthread_mutex_unlock(&mori__sim_lock);
   struct mori__sim_op op = {
       .kind = MORI__SIM_OP_FILL, .dst = dst, .value = (uint32_t)value, .size = size};
@@ -373,7 +393,7 @@ static hipError_t check_memop(const char *call, void *ptr, int need_write) {
   if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
   if ((uintptr_t)ptr % 4 != 0) return mori__sim_contract(call, RULE_VALUE_ALIGNED, "%p", ptr);
   pthread_mutex_lock(&mori__sim_lock);
-  hipError_t e = mori__sim_check_access(call, ptr, 4, need_write);
+  hipError_t e = mori__sim_check_access(call, ptr, 4, need_write, 0);
   pthread_mutex_unlock(&mori__sim_lock);
   return e;
 }

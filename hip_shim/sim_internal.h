@@ -81,6 +81,7 @@ enum mori__sim_rule {
   RULE_IMPORT_GARBAGE,
   RULE_NOT_MAPPED,
   RULE_NO_ACCESS,
+  RULE_NOT_DEVICE,
   RULE_ACCESS_FLAGS,
   RULE_LOCATION,
   RULE_ALLOCATION_TYPE,
@@ -138,12 +139,17 @@ hipError_t mori__sim_import(hipMemGenericAllocationHandle_t *handle, void *osHan
 hipError_t mori__sim_malloc(void **ptr, size_t size) MORI__SIM_HIDDEN;
 hipError_t mori__sim_free(void *ptr) MORI__SIM_HIDDEN;
 
-/* Checks that the bytes [p, p + n) a copy or memop touches are usable: bytes
- * inside a reservation must be mapped with read (or read-write) access;
- * hipMalloc blocks and host memory are usable as they are.  Called with
- * mori__sim_lock held. */
-hipError_t mori__sim_check_access(const char *call, const void *p, size_t n,
-                                  int need_write) MORI__SIM_HIDDEN;
+/* Checks that the bytes [p, p + n) a copy, fill or memop touches are
+ * usable.  A device operand lies wholly in device memory the sim can see:
+ * inside a reservation, mapped with read (or read-write) access; a hipMalloc
+ * block; a hipHostMalloc block.  Plain host memory is usable only where
+ * host_ok says this operand is a copy's host side, and then wholly outside
+ * device address space; the first byte says which the operand is (as HIP
+ * infers it for hipMemcpyDefault).  Anything else is refused with
+ * hipErrorInvalidValue, as HIP refuses an operand none of its allocations
+ * holds.  Called with mori__sim_lock held. */
+hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int need_write,
+                                  int host_ok) MORI__SIM_HIDDEN;
 /* Whether any byte of [p, p + n) is mapped from a fabric-type allocation
  * (quirk memset-fabric).  Called with mori__sim_lock held. */
 int mori__sim_touches_fabric(const void *p, size_t n) MORI__SIM_HIDDEN;
@@ -158,8 +164,11 @@ int mori__sim_in_reservation(const void *p, size_t n) MORI__SIM_HIDDEN;
  * away after the checks fails with hipErrorIllegalAddress, the detail in
  * why.  Never a host dereference of a device address: anything else that
  * must touch device memory comes here. */
-hipError_t mori__sim_copy(const char *call, void *dst, const void *src, size_t size, char *why,
-                          size_t whylen) MORI__SIM_HIDDEN;
+hipError_t mori__sim_copy(const char *call, void *dst, const void *src, size_t size,
+                          unsigned host, char *why, size_t whylen) MORI__SIM_HIDDEN;
+/* A copy's operands that may be plain host memory (its host side). */
+#define MORI__SIM_HOST_DST 1u
+#define MORI__SIM_HOST_SRC 2u
 /* Whole pages of shared memory are zeroed by punching a hole. */
 hipError_t mori__sim_fill(const char *call, void *dst, int value, size_t size, char *why,
                           size_t whylen) MORI__SIM_HIDDEN;
@@ -181,6 +190,7 @@ struct mori__sim_op {
   size_t size;
   uint32_t value, mask; /* write: value; wait: condition flags, value, mask */
   unsigned flags;
+  unsigned host; /* a copy: MORI__SIM_HOST_DST/SRC, its operands that may be host memory */
   const struct mori__sim_kernel *kernel; /* a kernel: its model, and its argument */
   struct mori_signal_args args;          /* (copied at the launch) */
 };
@@ -228,6 +238,9 @@ hipError_t mori__sim_launch(hipFunction_t f, unsigned int gx, unsigned int gy, u
 hipError_t mori__sim_module_unload(hipModule_t module) MORI__SIM_HIDDEN;
 hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) MORI__SIM_HIDDEN;
 hipError_t mori__sim_host_free(void *ptr) MORI__SIM_HIDDEN;
+/* The bytes from addr to the end of the hipHostMalloc block holding it (0:
+ * none holds it).  Called with mori__sim_lock held. */
+size_t mori__sim_host_block_rest(uintptr_t addr) MORI__SIM_HIDDEN;
 /* Runs a launched kernel's model (a stream's turn has come); a failure's
  * detail goes to why. */
 hipError_t mori__sim_run_kernel(const struct mori__sim_op *op, char *why,

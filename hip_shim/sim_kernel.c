@@ -60,7 +60,8 @@ static hipError_t cell(struct run *r, int owner, unsigned long long area, int in
              owner, index, a->world);
     return hipErrorIllegalAddress;
   }
-  hipError_t e = mori__sim_copy(launch_call, &base, &pads[owner], sizeof base, r->why, r->whylen);
+  hipError_t e = mori__sim_copy(launch_call, &base, &pads[owner], sizeof base, MORI__SIM_HOST_DST,
+                                r->why, r->whylen);
   if (e != hipSuccess) return e;
   uint32_t *c = (uint32_t *)(base + area) + (size_t)a->channel * (size_t)a->world + (size_t)index;
   return mori__sim_word(launch_call, c, write, out, r->why, r->whylen);
@@ -317,6 +318,7 @@ struct host_block {
 static struct host_block *host_blocks; /* under mori__sim_lock */
 
 hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) {
+  size_t size; /* what was asked for: the device may touch no byte past it */
   static const char call[] = "hipHostMalloc";
   if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
   if (flags & ~(unsigned)(hipHostMallocPortable | hipHostMallocMapped))
@@ -336,6 +338,7 @@ hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) {
   b->next = host_blocks;
   host_blocks = b;
   pthread_mutex_unlock(&mori__sim_lock);
+  b->size = size;
   *ptr = p;
   return hipSuccess;
 }
@@ -344,6 +347,13 @@ hipError_t mori__sim_host_free(void *ptr) {
   if (ptr == NULL) return hipSuccess;
   struct host_block *b = NULL;
   pthread_mutex_lock(&mori__sim_lock);
+size_t mori__sim_host_block_rest(uintptr_t addr) {
+  for (const struct host_block *b = host_blocks; b != NULL; b = b->next)
+    if (addr >= (uintptr_t)b->p && addr - (uintptr_t)b->p < b->size)
+      return b->size - (addr - (uintptr_t)b->p);
+  return 0;
+}
+
   for (struct host_block **q = &host_blocks; *q != NULL; q = &(*q)->next)
     if ((*q)->p == ptr) {
       b = *q;

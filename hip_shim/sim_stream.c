@@ -104,7 +104,7 @@ static hipError_t run_op(const char *call, const struct mori__sim_op *op, char *
   case MORI__SIM_OP_FILL:
     return mori__sim_fill(call, op->dst, (int)op->value, op->size, why, whylen);
   case MORI__SIM_OP_COPY:
-    return mori__sim_copy(call, op->dst, op->src, op->size, why, whylen);
+    return mori__sim_copy(call, op->dst, op->src, op->size, op->host, why, whylen);
   case MORI__SIM_OP_KERNEL:
     return mori__sim_run_kernel(op, why, whylen);
   }

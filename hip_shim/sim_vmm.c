@@ -815,25 +815,38 @@ static hipError_t free_locked(void *ptr) {
 /* ---- the engine's view of device memory ---- */
 
 /* Where the engine reaches the bytes from an address on: host, and how
- * many of them lie there in a row (len). */
+ * many of them lie there in a row (len); is_host: plain host memory, not
+ * device memory. */
 struct view {
   unsigned char *host;
   size_t len;
+  int is_host;
 };
 
-enum reach { REACH_OK, REACH_NOT_MAPPED, REACH_NO_ACCESS };
+enum reach { REACH_OK, REACH_NOT_MAPPED, REACH_NO_ACCESS, REACH_NOT_DEVICE, REACH_INTO_DEVICE };
 
-/* The view of the n > 0 bytes from addr: in VMM address space they must be
- * mapped with the access the operation needs (else *fault is the first
- * byte refused); a hipMalloc block's bytes are its alias; any other byte
- * is host memory, reached as it is, up to the next device range.  Two
- * binary searches, a third inside a reservation.  Lock held. */
-static enum reach view_at(uintptr_t addr, size_t n, int need_write, struct view *v,
-                          uintptr_t *fault) {
+/* What an operand's bytes may be: device memory only; device memory or,
+ * for a copy's host side, plain host memory (its first byte decides); or,
+ * once a host operand's first bytes were host memory, host memory only. */
+enum side { SIDE_DEVICE, SIDE_EITHER, SIDE_HOST };
+
+/* The view of the n > 0 bytes from addr (*fault: the first byte refused).
+ * Device memory: in VMM address space, mapped with the access the operation
+ * needs; a hipMalloc block's bytes are its alias; a hipHostMalloc block's
+ * are its own.  Any other byte is plain host memory, reached as it is up to
+ * the next device range, and only where side allows it: HIP refuses a
+ * device operand none of its allocations holds, and a GPU has no path to
+ * pageable host memory.  Two binary searches, a third inside a reservation;
+ * a walk of the hipHostMalloc blocks outside them.  Lock held. */
+static enum reach view_at(uintptr_t addr, size_t n, int need_write, enum side side,
+                          struct view *v, uintptr_t *fault) {
   size_t r = INDEX(reservations, nreservations, addr), b = INDEX(blocks, nblocks, addr);
-  if (r < nreservations && reservations[r].at.base <= addr) {
+  *fault = addr;
+  int in_reservation = r < nreservations && reservations[r].at.base <= addr;
+  if ((in_reservation || (b < nblocks && blocks[b].at.base <= addr)) && side == SIDE_HOST)
+    return REACH_INTO_DEVICE;
+  if (in_reservation) {
     const struct sim_mapping *m = mapping_at(addr);
-    *fault = addr;
     if (m == NULL) return REACH_NOT_MAPPED;
     size_t off = addr - m->at.base, len = m->at.size - off < n ? m->at.size - off : n;
     for (size_t g = off / GRAN; g <= (off + len - 1) / GRAN; g++) {
@@ -844,31 +857,43 @@ static enum reach view_at(uintptr_t addr, size_t n, int need_write, struct view 
         return REACH_NO_ACCESS;
       }
     }
-    *v = (struct view){m->alias + off, len};
+    *v = (struct view){m->alias + off, len, 0};
     return REACH_OK;
   }
   if (b < nblocks && blocks[b].at.base <= addr) {
     size_t off = addr - blocks[b].at.base, rest = blocks[b].at.size - off;
-    *v = (struct view){blocks[b].alias + off, rest < n ? rest : n};
+    *v = (struct view){blocks[b].alias + off, rest < n ? rest : n, 0};
     return REACH_OK;
   }
   uintptr_t next = UINTPTR_MAX;
   if (r < nreservations) next = reservations[r].at.base;
   if (b < nblocks && blocks[b].at.base < next) next = blocks[b].at.base;
-  *v = (struct view){(unsigned char *)addr, next - addr < n ? next - addr : n};
+  size_t len = next - addr < n ? next - addr : n;
+  size_t pinned = side == SIDE_HOST ? 0 : mori__sim_host_block_rest(addr);
+  if (pinned > 0) {
+    *v = (struct view){(unsigned char *)addr, pinned < len ? pinned : len, 0};
+    return REACH_OK;
+  }
+  if (side == SIDE_DEVICE) return REACH_NOT_DEVICE;
+  *v = (struct view){(unsigned char *)addr, len, 1};
   return REACH_OK;
 }
+
+/* The side the rest of an operand must be on, after a view of its bytes. */
+static enum side side_after(const struct view *v) { return v->is_host ? SIDE_HOST : SIDE_DEVICE; }
 
 /* A range that would wrap the address space ends at its top. */
 static size_t clamp(uintptr_t addr, size_t n) {
   return n > UINTPTR_MAX - addr ? UINTPTR_MAX - addr : n;
 }
 
-hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int need_write) {
+hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int need_write,
+                                  int host_ok) {
   uintptr_t at = (uintptr_t)p, fault = 0;
   struct view v;
-  for (n = clamp(at, n); n > 0; at += v.len, n -= v.len) {
-    switch (view_at(at, n, need_write, &v, &fault)) {
+  enum side side = host_ok ? SIDE_EITHER : SIDE_DEVICE;
+  for (n = clamp(at, n); n > 0; at += v.len, n -= v.len, side = side_after(&v)) {
+    switch (view_at(at, n, need_write, side, &v, &fault)) {
     case REACH_OK: break;
     case REACH_NOT_MAPPED:
       return mori__sim_contract(call, RULE_NOT_MAPPED, "%p is reserved but not mapped",
@@ -876,6 +901,15 @@ hipError_t mori__sim_check_access(const char *call, const void *p, size_t n, int
     case REACH_NO_ACCESS:
       return mori__sim_contract(call, RULE_NO_ACCESS, "%p needs %s access", (void *)fault,
                                 need_write ? "read-write" : "read");
+    case REACH_NOT_DEVICE:
+      return mori__sim_contract(call, RULE_NOT_DEVICE,
+                                "%p is no device memory: no mapping, hipMalloc or hipHostMalloc "
+                                "block holds it",
+                                (void *)fault);
+    case REACH_INTO_DEVICE:
+      return mori__sim_contract(call, RULE_NOT_DEVICE,
+                                "the host memory from %p runs into device address space at %p",
+                                p, (void *)fault);
     }
   }
   return hipSuccess;
@@ -901,32 +935,43 @@ int mori__sim_in_reservation(const void *p, size_t n) {
  * access fault.  The detail goes to why: a stream's worker has no caller. */
 static hipError_t fault_at(const char *call, enum reach r, uintptr_t fault, char *why,
                            size_t whylen) {
-  snprintf(why, whylen,
-           "%s: hipErrorIllegalAddress: memory access fault at %p (%s after the operation "
-           "was enqueued)",
-           call, (void *)fault, r == REACH_NOT_MAPPED ? "unmapped" : "access taken away");
+  static const char *const what[] = {
+      [REACH_NOT_MAPPED] = "unmapped after the operation was enqueued",
+      [REACH_NO_ACCESS] = "access taken away after the operation was enqueued",
+      [REACH_NOT_DEVICE] = "no device memory there",
+      [REACH_INTO_DEVICE] = "host memory running into device address space",
+  };
+  snprintf(why, whylen, "%s: hipErrorIllegalAddress: memory access fault at %p (%s)", call,
+           (void *)fault, what[r]);
   return hipErrorIllegalAddress;
 }
 
-/* Views of dst (written) and src (read, unless NULL) from one look at the
- * tables. */
+/* Views of dst (written, on side *to_side) and src (read, on *from_side,
+ * unless from is NULL) from one look at the tables; the sides the rest of
+ * each must be on follow. */
 static hipError_t engine_views(const char *call, uintptr_t dst, uintptr_t src, size_t n,
-                               struct view *to, struct view *from, char *why, size_t whylen) {
+                               struct view *to, enum side *to_side, struct view *from,
+                               enum side *from_side, char *why, size_t whylen) {
   uintptr_t fault = 0;
   pthread_mutex_lock(&mori__sim_lock);
-  enum reach r = view_at(dst, n, 1, to, &fault);
-  if (r == REACH_OK && from != NULL) r = view_at(src, n, 0, from, &fault);
+  enum reach r = view_at(dst, n, 1, *to_side, to, &fault);
+  if (r == REACH_OK && from != NULL) r = view_at(src, n, 0, *from_side, from, &fault);
   pthread_mutex_unlock(&mori__sim_lock);
-  return r == REACH_OK ? hipSuccess : fault_at(call, r, fault, why, whylen);
+  if (r != REACH_OK) return fault_at(call, r, fault, why, whylen);
+  *to_side = side_after(to);
+  if (from != NULL) *from_side = side_after(from);
+  return hipSuccess;
 }
 
-hipError_t mori__sim_copy(const char *call, void *dst, const void *src, size_t n, char *why,
-                          size_t whylen) {
+hipError_t mori__sim_copy(const char *call, void *dst, const void *src, size_t n, unsigned host,
+                          char *why, size_t whylen) {
   uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+  enum side to_side = host & MORI__SIM_HOST_DST ? SIDE_EITHER : SIDE_DEVICE;
+  enum side from_side = host & MORI__SIM_HOST_SRC ? SIDE_EITHER : SIDE_DEVICE;
   n = clamp(d, clamp(s, n));
   while (n > 0) {
     struct view to, from;
-    hipError_t e = engine_views(call, d, s, n, &to, &from, why, whylen);
+    hipError_t e = engine_views(call, d, s, n, &to, &to_side, &from, &from_side, why, whylen);
     if (e != hipSuccess) return e;
     size_t k = to.len < from.len ? to.len : from.len;
     memmove(to.host, from.host, k);
@@ -954,9 +999,10 @@ static void fill_view(const struct view *v, int value) {
 hipError_t mori__sim_fill(const char *call, void *dst, int value, size_t n, char *why,
                           size_t whylen) {
   uintptr_t d = (uintptr_t)dst;
+  enum side side = SIDE_DEVICE;
   for (n = clamp(d, n); n > 0;) {
     struct view to;
-    hipError_t e = engine_views(call, d, 0, n, &to, NULL, why, whylen);
+    hipError_t e = engine_views(call, d, 0, n, &to, &side, NULL, NULL, why, whylen);
     if (e != hipSuccess) return e;
     fill_view(&to, value);
     d += to.len;
@@ -970,7 +1016,7 @@ hipError_t mori__sim_word(const char *call, void *p, int need_write, uint32_t **
   uintptr_t fault = 0;
   struct view v;
   pthread_mutex_lock(&mori__sim_lock);
-  enum reach r = view_at((uintptr_t)p, 4, need_write, &v, &fault);
+  enum reach r = view_at((uintptr_t)p, 4, need_write, SIDE_DEVICE, &v, &fault);
   pthread_mutex_unlock(&mori__sim_lock);
   if (r != REACH_OK) return fault_at(call, r, fault, why, whylen);
   *word = (uint32_t *)v.host; /* 4-aligned: a word never straddles two views */

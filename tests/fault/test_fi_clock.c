@@ -285,7 +285,8 @@ static int held_stream_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   if (rc != 0) return fh_report(msg, msglen, fds0, rc, "step=open");
   mori_symm_signal_stats_get(&s0);
   const char *step = "stream";
-  uint32_t *gate = calloc(1, 64);
+  uint32_t *gate = NULL; /* pinned: a stream operation reaches no other host memory */
+  if (mori_hipHostMalloc((void **)&gate, 64, 0) == hipSuccess) memset(gate, 0, 64);
   if (ctx->rank == 0) {
     rc = mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess &&
                  mori_hipStreamWaitValue32(s, gate, 1, hipStreamWaitValueEq, ~0u) == hipSuccess
@@ -299,7 +300,7 @@ static int held_stream_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
     if (rc == 0) step = "watchdog's looks", rc = from < 0 ? -1 : await_queries(from, 4);
     if (rc == 0) step = "looked", rc = ctx->store->set(ctx->store, "looked", "1", 1);
     if (rc == 0) step = "signalled", rc = await_key(ctx->store, "signalled");
-    __atomic_store_n(gate, 1, __ATOMIC_RELEASE); /* host memory: the host's to write */
+    if (gate) __atomic_store_n(gate, 1, __ATOMIC_RELEASE); /* host memory: the host's to write */
     if (rc == 0) step = "sync", rc = mori_hipStreamSynchronize(s) == hipSuccess ? 0 : -1;
     if (s != NULL) (void)mori_hipStreamDestroy(s);
   } else {
@@ -314,7 +315,7 @@ static int held_stream_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   if (rc == 0) step = "own wait", rc = mori_window_wait_signal(w, ctx->rank, 2, NULL, 0);
   if (rc == 0) step = "own sync", rc = mori_hipStreamSynchronize(NULL) == hipSuccess ? 0 : -1;
   mori_symm_signal_stats_get(&s1);
-  free(gate);
+  if (gate) (void)mori_hipHostFree(gate);
   snprintf(extra, sizeof extra, "step=%s expired=%ld watched=%ld", rc ? step : "-",
            s1.expired - s0.expired, s1.watched - s0.watched);
   if (rc == 0) rc = mori_symm_free(base);

@@ -224,6 +224,47 @@ static void a_peers_handle_is_stood_in_for_at_the_size_it_is_mapped(void **s) {
   assert_non_null(strstr(v.message, "contract"));
 }
 
+/* ---- damaged traces: what the replay cannot follow, it refuses by line ---- */
+
+/* A copy whose destination the trace puts a terabyte past its reservation
+ * (hipMemcpyDefault: an address no allocation holds is host memory to it). */
+static const char offset_past_binding[] =
+    "1 hipMemAddressReserve out=r1 size=0x200000 align=0x0 hint=0 flags=0x0 rc=hipSuccess\n"
+    "2 hipMemcpy dst=r1+0x10000000000 src=host size=0x1000 kind=0x4 rc=hipSuccess\n";
+/* Access set with a count of descriptors the trace does not hold (it
+ * records the first alone). */
+static const char count_past_descriptors[] =
+    "1 hipMemCreate out=h1 size=0x200000 prop=pinned/posix_fd/0 flags=0x0 rc=hipSuccess\n"
+    "2 hipMemAddressReserve out=r1 size=0x200000 align=0x0 hint=0 flags=0x0 rc=hipSuccess\n"
+    "3 hipMemMap addr=r1 size=0x200000 offset=0x0 handle=h1 flags=0x0 rc=hipSuccess\n"
+    "4 hipMemSetAccess addr=r1 size=0x200000 desc=rw/0 count=0x400 rc=hipSuccess\n";
+
+static void assert_refused_at(const char *text, long line, const char *why) {
+  mori_fi_replay_result v = replay(text, "gfx950", "");
+  if (v.ok || v.violation_line != line || strstr(v.message, why) == NULL)
+    fail_msg("ok=%d line %ld: %s (expected line %ld: %s)", v.ok, v.violation_line, v.message,
+             line, why);
+}
+
+static void an_offset_past_its_binding_fails_naming_the_line(void **s) {
+  (void)s;
+  assert_refused_at(offset_past_binding, 2,
+                    "hipMemcpy: line 2: r1+0x10000000000 and 4096 bytes lie outside r1 (2097152 "
+                    "bytes)");
+  /* the last byte of the binding is inside, one more is not */
+  static const char edge[] =
+      "1 hipMemAddressReserve out=r1 size=0x200000 align=0x0 hint=0 flags=0x0 rc=hipSuccess\n"
+      "2 hipMemset dst=r1+0x1fffff value=0 size=0x2 rc=hipErrorInvalidValue\n";
+  assert_refused_at(edge, 2, "line 2: r1+0x1fffff and 2 bytes lie outside r1 (2097152 bytes)");
+}
+
+static void a_count_of_descriptors_the_trace_does_not_hold_fails_naming_the_line(void **s) {
+  (void)s;
+  assert_refused_at(count_past_descriptors, 4,
+                    "hipMemSetAccess: line 4: count=1024, but a trace records one access "
+                    "descriptor");
+}
+
 /* ---- the command ---- */
 
 static int cli(const char *text, char *const *extra, char *out, size_t cap) {
@@ -275,6 +316,12 @@ static void replay_command_gives_one_verdict_per_profile(void **s) {
                               "violation at call 4 (line 4) hipMemMap:"));
   assert_non_null(strstr(out, "replay: 1 profiles, 0 ok, 1 with violations\n"));
 
+  char *const gfx950[] = {"--profile", "gfx950"};
+  assert_int_equal(cli(offset_past_binding, gfx950, out, sizeof out), 1);
+  assert_non_null(strstr(out, "violation at call 2 (line 2) hipMemcpy: line 2: r1+0x10000000000"));
+  assert_int_equal(cli(count_past_descriptors, gfx950, out, sizeof out), 1);
+  assert_non_null(strstr(out, "violation at call 4 (line 4) hipMemSetAccess: line 4: count=1024"));
+
   assert_int_equal(cli("1 hipMemMap addr=nowhere\n", NULL, out, sizeof out), 2);
   assert_non_null(strstr(out, "line 1 column 18: addr: expected an address"));
 }
@@ -292,6 +339,8 @@ int main(void) {
       cmocka_unit_test(calls_that_failed_in_the_trace_may_fail_again),
       cmocka_unit_test(injected_failures_are_not_replayed),
       cmocka_unit_test(a_peers_handle_is_stood_in_for_at_the_size_it_is_mapped),
+      cmocka_unit_test(an_offset_past_its_binding_fails_naming_the_line),
+      cmocka_unit_test(a_count_of_descriptors_the_trace_does_not_hold_fails_naming_the_line),
       cmocka_unit_test(replay_command_gives_one_verdict_per_profile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

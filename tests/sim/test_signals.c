@@ -559,7 +559,8 @@ static void late_peer_within_the_timeout_is_no_failure(void **s) {
 /* ---- alloc (one process) ---- */
 
 /* A blocking stream held by a wait on host memory: what a synchronous
- * device-wide call would have to wait for.  The gate is host memory, which
+ * device-wide call would have to wait for.  The gate is pinned host memory
+ * (hipHostMalloc: a stream operation reaches no other host memory), which
  * the host may write; device memory is reached only by the runtime's
  * copies and stream operations (the sim faults on a host access, as a GPU
  * does), on a non-blocking stream of the test's own where a synchronous
@@ -571,7 +572,8 @@ struct held {
 };
 
 static void hold(struct held *h) {
-  h->gate = calloc(1, 64);
+  assert_int_equal(mori_hipHostMalloc((void **)&h->gate, 64, 0), hipSuccess);
+  memset(h->gate, 0, 64);
   assert_int_equal(mori_hipStreamCreateWithFlags(&h->s, hipStreamDefault), hipSuccess);
   assert_int_equal(mori_hipEventCreateWithFlags(&h->after, 0), hipSuccess);
   assert_int_equal(mori_hipStreamWaitValue32(h->s, h->gate, 1, hipStreamWaitValueEq, ~0u),
@@ -605,7 +607,7 @@ static void let_go(struct held *h) {
   assert_int_equal(mori_hipStreamSynchronize(h->s), hipSuccess);
   assert_int_equal(mori_hipEventDestroy(h->after), hipSuccess);
   assert_int_equal(mori_hipStreamDestroy(h->s), hipSuccess);
-  free(h->gate);
+  assert_int_equal(mori_hipHostFree(h->gate), hipSuccess);
 }
 
 static void alloc_waits_for_no_other_stream(void **s) {
