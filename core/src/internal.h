@@ -332,6 +332,9 @@ int mori__gather(mori_window *w, mori_store *store, const char *what, void **val
 void mori__free_vals(void **vals, int n);
 /* Sets what/<self>, then gathers what/<r> of every other rank. */
 int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int timeout_ms);
+/* After the rendezvous's last barrier: the keys it wrote leave the store
+ * (best effort, where the store can remove). */
+void mori__store_cleanup(mori_window *w, mori_store *store);
 /* Tells the group this rank gave up, so peers stop waiting (best effort);
  * the error message keeps the cause first, and a failure to publish is
  * appended to it. */

@@ -592,3 +592,57 @@ int mori__store_barrier(mori_window *w, mori_store *store, const char *what, int
   free(lens);
   return rc;
 }
+
+/* ---- cleanup: a finished rendezvous leaves no keys ---- */
+
+/* Once this rank passed the mapped barrier, every rank has gathered every
+ * request (a rank sets its mapped key only after), so nobody reads this
+ * rendezvous's requests or this rank's join again: each rank removes its
+ * own request, and a member its join and the leader's answer to it.  The
+ * mapped keys are read until the last rank passed the barrier: each rank
+ * counts itself out under done/0, and the one whose add makes it
+ * world_size removes them and the count.  Best effort, on a store that can
+ * remove: a key left behind is stale under the next run's incarnation,
+ * and what failed is logged at INFO, never the rendezvous's failure.  A
+ * rendezvous that failed leaves its keys (docs/security.md). */
+static void remove_key(const mori_window *w, mori_store *store, const char *key) {
+  if (store->remove(store, key) != 0)
+    MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "rendezvous: %s stays in the store: %s", key,
+             mori_last_error());
+}
+
+/* The nonce of this process's join in group, taken: its keys go once. */
+static int take_joined_nonce(const char *group, hex_id out) {
+  pthread_mutex_lock(&incarnation_lock);
+  incarnation *inc = incarnation_find(group);
+  int joined = inc != NULL && inc->joined[0];
+  if (joined) {
+    memcpy(out, inc->joined, sizeof inc->joined);
+    inc->joined[0] = '\0';
+  }
+  pthread_mutex_unlock(&incarnation_lock);
+  return joined;
+}
+
+void mori__store_cleanup(mori_window *w, mori_store *store) {
+  char key[KEY_MAX];
+  hex_id nonce;
+  int64_t out = 0;
+  if (store->remove == NULL) return;
+  if (mori__store_key(key, sizeof key, w, "req", w->rank) == 0) remove_key(w, store, key);
+  if (w->rank != 0 && take_joined_nonce(w->group, nonce)) {
+    if (join_key(key, sizeof key, w->group, w->rank) == 0) remove_key(w, store, key);
+    if (answer_key(key, sizeof key, w->group, w->rank, nonce) == 0) remove_key(w, store, key);
+  }
+  if (mori__store_key(key, sizeof key, w, "done", 0) != 0) return;
+  if (w->world_size > 1 && store->add(store, key, 1, &out) != 0) {
+    MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "rendezvous: add %s: %s; the mapped keys stay", key,
+             mori_last_error());
+    return;
+  }
+  if (w->world_size > 1 && out != w->world_size) return; /* not the last rank out */
+  for (int r = 0; r < w->world_size; r++)
+    if (mori__store_key(key, sizeof key, w, "mapped", r) == 0) remove_key(w, store, key);
+  if (w->world_size > 1 && mori__store_key(key, sizeof key, w, "done", 0) == 0)
+    remove_key(w, store, key);
+}

@@ -338,6 +338,23 @@ static int fs_add(mori_store *s, const char *key, int64_t delta, int64_t *result
   return rc;
 }
 
+/* ---- remove ---- */
+
+/* The key's entry and the lock file an add made beside it; an entry
+ * already gone is no failure. */
+static int fs_remove(mori_store *s, const char *key) {
+  file_store *fs = (file_store *)s;
+  char name[KEY_NAME_MAX + 1], lock[KEY_NAME_MAX + 8];
+  MORI_GUARD(key_name(key, "", name, sizeof name));
+  MORI_GUARD(key_name(key, ".lock-", lock, sizeof lock));
+  const char *failed = mori__unlinkat(fs->dir, name, 0) != 0   ? name
+                       : mori__unlinkat(fs->dir, lock, 0) != 0 ? lock
+                                                                 : NULL;
+  if (failed == NULL) return 0;
+  return mori__error(MORI_EIO, "file store: remove '%s': unlinkat(%s/%s): %s", key, fs->path,
+                     failed, strerror(errno));
+}
+
 /* ---- open / destroy ---- */
 
 static void fs_destroy(mori_store *s) {
@@ -382,7 +399,7 @@ int mori_file_store_open(const char *dir, mori_store **out) {
   }
   snprintf(fs->path, sizeof fs->path, "%s", dir);
   watch_open(fs);
-  fs->base = (mori_store){fs_set, fs_get, fs_add, fs_destroy, fs_wait_change, NULL};
+  fs->base = (mori_store){fs_set, fs_get, fs_add, fs_destroy, fs_wait_change, NULL, fs_remove};
   *out = &fs->base;
   return 0;
 }

@@ -291,10 +291,13 @@ static int step_build_tables(void *p) {
   return mori__signal_prepare(w);
 }
 
-/* No rank may use the window before every rank has mapped it. */
+/* No rank may use the window before every rank has mapped it.  Past it,
+ * the rendezvous's keys are done with. */
 static int step_barrier(void *p) {
   struct rendezvous *r = p;
-  return mori__store_barrier(r->w, r->store, "mapped", r->timeout_ms);
+  MORI_GUARD(mori__store_barrier(r->w, r->store, "mapped", r->timeout_ms));
+  mori__store_cleanup(r->w, r->store);
+  return 0;
 }
 
 static const mori__step window_steps[MORI_EV__COUNT] = {

@@ -250,6 +250,49 @@ static void long_keys_that_differ_only_at_the_end_are_distinct_entries(void **st
   assert_int_equal(files, 6);
 }
 
+/* remove takes a key's entry and the lock file an add left beside it; a
+ * key already gone is no failure; something that is no entry under a key's
+ * name (a directory) is a failure naming it. */
+static void remove_takes_the_entry_and_its_lock_and_an_absent_key_is_no_failure(void **state) {
+  fixture *f = *state;
+  mori_store *s = f->store;
+  int64_t v = 0;
+  assert_non_null(s->remove);
+  assert_int_equal(s->set(s, "kept", "x", 1), 0);
+  assert_int_equal(s->set(s, "gone", "x", 1), 0);
+  assert_int_equal(s->add(s, "count", 3, &v), 0);
+  assert_int_equal(s->remove(s, "gone"), 0);
+  assert_int_equal(s->remove(s, "count"), 0);
+  assert_int_equal(s->remove(s, "never-set"), 0);
+  void *val = NULL;
+  size_t len = 0;
+  assert_int_equal(s->get(s, "gone", &val, &len, 0), MORI_ETIMEDOUT);
+  assert_int_equal(s->add(s, "count", 1, &v), 0);
+  assert_int_equal(v, 1); /* counted from zero again */
+  assert_int_equal(s->remove(s, "count"), 0);
+  DIR *d = opendir(f->dir);
+  int n = 0;
+  char names[256] = "";
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    n++;
+    strncat(names, e->d_name, sizeof names - strlen(names) - 2);
+    strcat(names, " ");
+  }
+  closedir(d);
+  if (n != 1 || strcmp(names, "kept ") != 0) fail_msg("left in the store: %s", names);
+  char planted[4096];
+  snprintf(planted, sizeof planted, "%s/dir", f->dir);
+  assert_int_equal(mkdir(planted, 0700), 0);
+  int rc = s->remove(s, "dir");
+  print_message("remove of a directory: %d %s\n", rc, mori_last_error());
+  if (rc != MORI_EIO || !strstr(mori_last_error(), "remove 'dir'") ||
+      !strstr(mori_last_error(), "unlinkat"))
+    fail_msg("a directory under a key's name: want MORI_EIO naming remove and unlinkat, got %d: %s",
+             rc, mori_last_error());
+  rmdir(planted);
+}
+
 static void empty_key_is_rejected(void **state) {
   mori_store *s = ((fixture *)*state)->store;
   assert_int_equal(s->set(s, "", "x", 1), MORI_EINVAL);
@@ -459,6 +502,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(unsafe_key_characters_are_encoded_into_distinct_files,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(empty_key_is_rejected, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          remove_takes_the_entry_and_its_lock_and_an_absent_key_is_no_failure, setup, teardown),
       cmocka_unit_test(sha256_matches_the_fips_180_4_examples),
       cmocka_unit_test_setup_teardown(long_keys_that_differ_only_at_the_end_are_distinct_entries,
                                       setup, teardown),

@@ -47,6 +47,11 @@ struct mori_store {
    * are namespaced by it.  NULL: the ranks agree on one in-band, one round
    * trip through rank 0 at a group's first rendezvous (docs/security.md). */
   const char *incarnation;
+  /* Optional (NULL: keys stay): removes key; 0 if it is absent already.
+   * A rendezvous removes the keys it wrote once every rank is done with
+   * them (docs/security.md), never one that another call may still add to
+   * or read. */
+  int (*remove)(mori_store *s, const char *key);
 };
 
 /* A store in a directory shared by the processes of one job: set writes a
