@@ -362,6 +362,40 @@ static void concurrent_lifecycles_on_two_threads_leave_nothing_behind(void **sta
   assert_int_equal(r[1], hipSuccess);
 }
 
+/* ---- what each backend finds, without bringing it up ---- */
+
+/* mori_shim_runtime_find: the sim is always there; a name that is no
+ * backend is refused; a MORI_SYMM_HIP_LIB or MORI_SYMM_CUDA_LIB that does
+ * not load is a refusal naming it, and auto names each; where ctest points
+ * MORI_SYMM_HIP_LIB at the HIP stand-in (7.1.0), hip finds it and says
+ * its version.  The active backend stays the sim. */
+static void runtime_find_says_found_refused_or_absent(void **state) {
+  char why[1100], *hip = getenv("MORI_SYMM_HIP_LIB"), *cuda = getenv("MORI_SYMM_CUDA_LIB");
+  hip = hip ? strdup(hip) : NULL;
+  cuda = cuda ? strdup(cuda) : NULL;
+  if (hip != NULL && *hip != '\0') {
+    assert_int_equal(mori_shim_runtime_find("hip", why, sizeof why), 1);
+    assert_contains(why, "hip: HIP 7.1.0 (");
+    assert_contains(why, "libamdhip64_standin.so)");
+  }
+  assert_int_equal(mori_shim_runtime_find("sim", why, sizeof why), 1);
+  assert_string_equal(why, "sim: the emulator");
+  assert_int_equal(mori_shim_runtime_find("nosuch", why, sizeof why), -1);
+  assert_contains(why, "unknown shim backend 'nosuch'");
+  setenv("MORI_SYMM_HIP_LIB", "/nonexistent/libamdhip64.so.7", 1);
+  setenv("MORI_SYMM_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
+  assert_int_equal(mori_shim_runtime_find("hip", why, sizeof why), -1);
+  assert_contains(why, "hip: MORI_SYMM_HIP_LIB=/nonexistent/libamdhip64.so.7: ");
+  assert_int_equal(mori_shim_runtime_find("auto", why, sizeof why), -1);
+  assert_contains(why, "hip: MORI_SYMM_HIP_LIB=/nonexistent/libamdhip64.so.7: ");
+  assert_contains(why, "; cuda: MORI_SYMM_CUDA_LIB=/nonexistent/libcuda.so.1: ");
+  if (hip) setenv("MORI_SYMM_HIP_LIB", hip, 1); else unsetenv("MORI_SYMM_HIP_LIB");
+  if (cuda) setenv("MORI_SYMM_CUDA_LIB", cuda, 1); else unsetenv("MORI_SYMM_CUDA_LIB");
+  free(hip);
+  free(cuda);
+  assert_string_equal(mori_shim_backend(), "sim");
+}
+
 int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc > 1 && strcmp(argv[1], "--select") == 0) return select_and_report();
@@ -389,6 +423,7 @@ int main(int argc, char **argv) {
       T(memset_zero_clears_dirty_pages_seen_through_every_mapping),
       T(stream_wait_returns_once_another_thread_writes),
       T(concurrent_lifecycles_on_two_threads_leave_nothing_behind),
+      T(runtime_find_says_found_refused_or_absent),
   };
   return cmocka_run_group_tests_name("sim_runtime", tests, NULL, NULL);
 }
