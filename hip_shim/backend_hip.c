@@ -12,6 +12,9 @@
 #include "hiprtc.h"
 #include "mori/runtime_search.h"
 
+#include "mori/text.h"
+#include "mori/values.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
@@ -508,21 +511,32 @@ static int version_of_runtime(void *lib, char *why, size_t whylen) {
 }
 
 /* The library's own version, from the name of the file behind any links:
- * libamdhip64.so.MAJOR.MINOR[.PATCH] (Debian's is libamdhip64.so.5.2.21153).
- * 0 where the name carries none; real receives the file's path. */
-static int version_of_file(const char *path, char *real, size_t len) {
+ * libamdhip64.so.MAJOR.MINOR[.PATCH] (Debian's is libamdhip64.so.5.2.21153),
+ * read by the strict reader (digits only, MAJOR <= 200, MINOR <= 99, PATCH
+ * <= 99999: no sign, no wrap).  0 where the name carries none (no field
+ * after the stem, or MAJOR alone); -1 where it carries one that cannot be
+ * read, with why naming the file (escaped) and the field; real receives
+ * the file's path. */
+static int version_of_file(const char *path, char *real, size_t len, char *why, size_t whylen) {
   static const char stem[] = "libamdhip64.so.";
-  char buf[PATH_MAX];
-  unsigned major = 0, minor = 0, patch = 0;
+  static const long long max[3] = {200, 99, 99999};
+  char buf[PATH_MAX], detail[160], shown[4 * 128 + 48];
+  int field[3];
   if (realpath(path, buf) == NULL) return 0;
   snprintf(real, len, "%s", buf);
   const char *base = strrchr(buf, '/');
   base = base ? base + 1 : buf;
-  if (strncmp(base, stem, sizeof stem - 1) != 0 ||
-      sscanf(base + sizeof stem - 1, "%u.%u.%u", &major, &minor, &patch) < 2 || major > 200 ||
-      minor > 99 || patch > 99999)
-    return 0;
-  return MORI_HIP_VERSION((int)major, (int)minor, (int)patch);
+  if (strncmp(base, stem, sizeof stem - 1) != 0) return 0;
+  const char *v = base + sizeof stem - 1;
+  if (*v == '\0' || strchr(v, '.') == NULL) return 0; /* .so or .so.7: no version */
+  if (mori_value_version(v, max, field, detail, sizeof detail) != 0) {
+    snprintf(why, whylen,
+             "cannot read a HIP version from the file name %s (%s; expected "
+             "libamdhip64.so.MAJOR.MINOR[.PATCH], MAJOR <= 200, MINOR <= 99, PATCH <= 99999)",
+             mori__escape(shown, sizeof shown, buf, strlen(buf), 128), detail);
+    return -1;
+  }
+  return MORI_HIP_VERSION(field[0], field[1], field[2]);
 }
 
 /* HIP older than 6.2 cannot share VMM memory (6.0 and 6.1 return
@@ -533,8 +547,10 @@ static int version_of_file(const char *path, char *real, size_t len) {
 static int hip_refuse_old(int version, const char *file, const char *how, char *why,
                           size_t whylen) {
   if (version >= MORI_HIP_SHARING_SINCE) return 0;
+  char shown[4 * 128 + 48];
   snprintf(why, whylen, "found HIP %d.%d.%d (%s, %s); mori-symm needs HIP >= %d.%d (ROCm %d.%d)",
-           MORI_HIP_MAJOR(version), MORI_HIP_MINOR(version), MORI_HIP_PATCH(version), file, how,
+           MORI_HIP_MAJOR(version), MORI_HIP_MINOR(version), MORI_HIP_PATCH(version),
+           mori__escape(shown, sizeof shown, file, strlen(file), 128), how,
            MORI_HIP_MAJOR(MORI_HIP_SHARING_SINCE), MORI_HIP_MINOR(MORI_HIP_SHARING_SINCE),
            MORI_HIP_MAJOR(MORI_HIP_SHARING_SINCE), MORI_HIP_MINOR(MORI_HIP_SHARING_SINCE));
   return -1;
@@ -554,8 +570,8 @@ static int hip_judge(void *lib, const char *path, char *why, size_t whylen) {
   char unanswered[128], real[PATH_MAX], how[192];
   int version = version_of_runtime(lib, unanswered, sizeof unanswered);
   if (version > 0) return hip_refuse_old_runtime(version, path, why, whylen);
-  version = version_of_file(path, real, sizeof real);
-  if (version == 0) return 0;
+  version = version_of_file(path, real, sizeof real, why, whylen);
+  if (version <= 0) return version;
   snprintf(how, sizeof how, "from its file name; %s", unanswered);
   return hip_refuse_old(version, real, how, why, whylen);
 }

@@ -7,6 +7,8 @@
  */
 #include "sim_internal.h"
 
+#include "mori/values.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -144,14 +146,17 @@ static int quirk_bit(const char *name, unsigned *bits) {
   return -1;
 }
 
+/* Every name of the list, however long (a name longer than any quirk's is
+ * unknown, shown cut). */
 static int parse_quirks(const char *v, struct mori__sim_config *c, char *why, size_t whylen) {
-  char list[256];
   c->quirks = 0;
   if (v == NULL) return 0;
-  snprintf(list, sizeof list, "%s", v);
-  char *save = NULL;
-  for (char *q = strtok_r(list, ", ", &save); q != NULL; q = strtok_r(NULL, ", ", &save)) {
-    if (quirk_bit(q, &c->quirks) == 0) continue;
+  for (const char *p = v + strspn(v, ", "); *p; p += strspn(p, ", ")) {
+    size_t len = strcspn(p, ", ");
+    char q[64];
+    snprintf(q, sizeof q, "%.*s", (int)(len < sizeof q ? len : sizeof q - 1), p);
+    p += len;
+    if (len < sizeof q && quirk_bit(q, &c->quirks) == 0) continue;
     int n = snprintf(why, whylen, "MORI_SIM_QUIRKS: unknown quirk '%s' (valid:", q);
     for (size_t i = 0; i < COUNT(quirks) && n >= 0 && (size_t)n < whylen; i++)
       n += snprintf(why + n, whylen - (size_t)n, " %s,", quirks[i].name);
@@ -161,22 +166,21 @@ static int parse_quirks(const char *v, struct mori__sim_config *c, char *why, si
   return 0;
 }
 
+/* By the strict reader (mori/values.h): "+8", " 8" and "8x" are refused. */
 static int parse_long(const char *name, long lo, long hi, long dflt, long *out, char *why,
                       size_t whylen) {
-  const char *v = getenv(name);
-  char *end;
-  if (v == NULL || *v == '\0') {
-    *out = dflt;
-    return 0;
-  }
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (errno != 0 || *end != '\0' || n < lo || n > hi) {
-    snprintf(why, whylen, "%s=%s: expected an integer from %ld to %ld", name, v, lo, hi);
-    return -1;
-  }
-  *out = n;
+  long long n;
+  if (mori_env_int(name, lo, hi, dflt, &n, why, whylen) != 0) return -1;
+  *out = (long)n;
   return 0;
+}
+
+/* MORI_SIM_DEVICE_BYTES: a size as the help writes it, 1 MiB to 1 PiB. */
+#define DEVICE_BYTES_ENV "MORI_SIM_DEVICE_BYTES"
+#define DEVICE_BYTES_DEFAULT (64LL << 30)
+static int device_bytes(long long *out, char *why, size_t whylen) {
+  return mori_env_size(DEVICE_BYTES_ENV, 1LL << 20, 1LL << 50, DEVICE_BYTES_DEFAULT, out, why,
+                       whylen);
 }
 
 /* MORI_SIM_STREAMS: sync (operations run when enqueued) or async (a worker
@@ -213,6 +217,8 @@ static int sim_init(char *why, size_t whylen) {
       parse_long("MORI_SIM_WAIT_TIMEOUT_MS", 0, 86400000L, 30000, &c.wait_timeout_ms, why,
                  whylen) != 0)
     return -1;
+  long long bytes;
+  if (device_bytes(&bytes, why, whylen) != 0) return -1;
   c.devices = (int)devices;
   pthread_once(&once, install_atfork);
   pthread_mutex_lock(&mori__sim_lock);
@@ -375,8 +381,11 @@ static hipError_t sim_malloc(void **ptr, size_t size) { return mori__sim_malloc(
 static hipError_t sim_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
   if (free_bytes == NULL || total_bytes == NULL)
     return mori__sim_contract("hipMemGetInfo", RULE_NULL_ARGUMENT, "free/total");
-  const char *env = getenv("MORI_SIM_DEVICE_BYTES");
-  size_t total = env ? (size_t)strtoull(env, NULL, 0) : (size_t)64 << 30;
+  long long bytes;
+  char why[160];
+  /* refused at bring-up (sim_init) if malformed; the default if it changed since */
+  size_t total = device_bytes(&bytes, why, sizeof why) == 0 ? (size_t)bytes
+                                                            : (size_t)DEVICE_BYTES_DEFAULT;
   pthread_mutex_lock(&mori__sim_lock);
   size_t used = mori__sim_live_bytes();
   pthread_mutex_unlock(&mori__sim_lock);

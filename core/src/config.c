@@ -6,6 +6,7 @@
  * Any thread may read or set them: each is one atomic word.
  */
 #include "internal.h"
+#include "mori/values.h"
 #include "mori/version.h"
 
 #include <errno.h>
@@ -30,12 +31,31 @@ size_t mori_symm_signal_pad_size(void) { return atomic_load(&signal_pad_size); }
 
 void mori_symm_set_timeout_ms(int ms) { atomic_store(&timeout_ms, ms > 0 ? ms : -1); }
 
+/* MORI_SYMM_TIMEOUT_MS by the strict reader: digits, 1 ms to a day. */
+#define TIMEOUT_ENV "MORI_SYMM_TIMEOUT_MS"
+#define TIMEOUT_DEFAULT 30000
+#define TIMEOUT_MAX 86400000
+
+int mori__timeout_env_check(void) {
+  if (atomic_load(&timeout_ms) > 0) return 0; /* the API's timeout: the variable is not read */
+  char why[256];
+  long long v;
+  if (mori_env_int(TIMEOUT_ENV, 1, TIMEOUT_MAX, TIMEOUT_DEFAULT, &v, why, sizeof why) != 0)
+    return mori__error(MORI_EINVAL, "%s", why);
+  return 0;
+}
+
+/* A value the strict reader refuses fails the rendezvous that reads it
+ * (mori__timeout_env_check); anything that asks only for the number gets
+ * the default rather than a guess. */
 int mori_symm_timeout_ms(void) {
   int set = atomic_load(&timeout_ms);
   if (set > 0) return set;
-  const char *s = getenv("MORI_SYMM_TIMEOUT_MS");
-  int v = s ? atoi(s) : 0;
-  return v > 0 ? v : 30000;
+  char why[256];
+  long long v;
+  if (mori_env_int(TIMEOUT_ENV, 1, TIMEOUT_MAX, TIMEOUT_DEFAULT, &v, why, sizeof why) != 0)
+    return TIMEOUT_DEFAULT;
+  return (int)v;
 }
 
 /* -1: not set through the API, so the environment decides.  Atomic: the
@@ -141,7 +161,27 @@ size_t mori__round_up(size_t n, size_t to) { return to ? (n + to - 1) / to * to 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+/* 32 hex digits of either case, or a UUID (dashes after the 8th, 12th,
+ * 16th and 20th digit), and nothing else. */
+static int host_id_parse(const char *text, uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
+  size_t k = 0, n = strlen(text);
+  int uuid = n == 36;
+  if (n != 32 && !uuid) return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (uuid && (i == 8 || i == 13 || i == 18 || i == 23)) {
+      if (text[i] != '-') return -1;
+      continue;
+    }
+    int v = hexval((unsigned char)text[i]);
+    if (v < 0) return -1;
+    out[k / 2] |= (uint8_t)(k % 2 ? v : v << 4);
+    k++;
+  }
+  return 0;
 }
 
 /* A host id that silently read as zeros would make peers on one host look
@@ -151,6 +191,7 @@ int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
   char text[64] = "";
   memset(out, 0, MORI_WIRE_HOST_ID_SIZE);
   const char *forced = getenv("MORI_SYMM_HOST_ID"); /* tests: pretend another host */
+  if (forced && *forced == '\0') forced = NULL;
   if (forced) {
     snprintf(text, sizeof text, "%s", forced);
   } else {
@@ -167,12 +208,17 @@ int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]) {
                          n < 0 ? strerror(err) : "empty file");
     text[n] = '\0';
   }
-  size_t k = 0;
-  for (const char *p = text; *p && k < 2 * MORI_WIRE_HOST_ID_SIZE; p++) {
-    int v = hexval(*p);
-    if (v < 0) continue;
-    out[k / 2] |= (uint8_t)(k % 2 ? v : v << 4);
-    k++;
+  size_t len = strlen(text);
+  if (!forced && len > 0 && text[len - 1] == '\n') text[--len] = '\0';
+  if (host_id_parse(text, out) != 0) {
+    char shown[4 * 64 + 48];
+    mori__escape(shown, sizeof shown, text, len, 64);
+    memset(out, 0, MORI_WIRE_HOST_ID_SIZE);
+    return forced ? mori__error(MORI_EINVAL,
+                                "host id: MORI_SYMM_HOST_ID=%s: not a host id (accepted: 32 hex "
+                                "digits, or a UUID 8-4-4-4-12 as the boot id is written)",
+                                shown)
+                  : mori__error(MORI_EIO, "host id: %s holds '%s', not a UUID", path, shown);
   }
   return 0;
 }

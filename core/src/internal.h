@@ -47,6 +47,9 @@ size_t mori__round_up(size_t n, size_t to);
 /* 16 bytes of the host's boot id, so ranks can tell whether they share a
  * host; 0, or MORI_EIO naming the call that failed. */
 int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
+/* MORI_EINVAL naming MORI_SYMM_TIMEOUT_MS, its value and what is accepted
+ * if the strict reader refuses it (config.c); 0 if unset or good. */
+int mori__timeout_env_check(void);
 
 /* ---- what is trusted on disk (trust.c) ---- */
 

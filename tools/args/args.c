@@ -6,6 +6,7 @@
  * other than the listed ones).
  */
 #include "args.h"
+#include "mori/values.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,61 +19,14 @@ static const char *tool_name = "mori-symm";
 
 /* ---- values ---- */
 
+/* The strict reader of mori/values.h: the command line and the
+ * environment take numbers and sizes by the same grammar. */
 int cli_parse_int(const char *text, long long min, long long max, long long *out, char *why,
                   size_t whylen) {
-  const char *p = text;
-  if (*p == '-') p++;
-  int digits = 0;
-  for (const char *q = p; *q; q++) {
-    if (*q < '0' || *q > '9') {
-      snprintf(why, whylen, "not a whole number (accepted: %lld to %lld)", min, max);
-      return -1;
-    }
-    digits++;
-  }
-  if (digits == 0) {
-    snprintf(why, whylen, "not a whole number (accepted: %lld to %lld)", min, max);
-    return -1;
-  }
-  errno = 0;
-  long long v = strtoll(text, NULL, 10);
-  if (errno == ERANGE || v < min || v > max) {
-    snprintf(why, whylen, "out of range (accepted: %lld to %lld)", min, max);
-    return -1;
-  }
-  *out = v;
-  return 0;
+  return mori_value_int(text, min, max, out, why, whylen);
 }
 
-/* One spelling per unit: the suffixes a size may carry, and nothing else.
- * The spaced ones are how cli_format_size writes a size ("16 GiB", "1
- * byte"), so that a size copied from a help text or a message is taken. */
-static const struct {
-  const char *suffix;
-  long long scale;
-} size_units[] = {
-    {"", 1},
-    {"K", 1LL << 10}, {"M", 1LL << 20}, {"G", 1LL << 30},
-    {"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30},
-    {" byte", 1}, {" bytes", 1},
-    {" KiB", 1LL << 10}, {" MiB", 1LL << 20}, {" GiB", 1LL << 30},
-};
-#define SIZE_UNITS_TEXT "a whole number of bytes, optionally with K, M, G, KiB, MiB or GiB"
-/* 19 digits hold any long long; a 20th could wrap the number around. */
-#define SIZE_DIGITS_MAX 19
-
-void cli_format_size(long long n, char *buf, size_t len) {
-  static const struct {
-    const char *name;
-    long long scale;
-  } units[] = {{"GiB", 1LL << 30}, {"MiB", 1LL << 20}, {"KiB", 1LL << 10}};
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-    if (n != 0 && n % units[i].scale == 0) {
-      snprintf(buf, len, "%lld %s", n / units[i].scale, units[i].name);
-      return;
-    }
-  snprintf(buf, len, "%lld byte%s", n, n == 1 ? "" : "s");
-}
+void cli_format_size(long long n, char *buf, size_t len) { mori_value_format_size(n, buf, len); }
 
 static void size_range(long long min, long long max, char *buf, size_t len) {
   char lo[32], hi[32];
@@ -83,35 +37,7 @@ static void size_range(long long min, long long max, char *buf, size_t len) {
 
 int cli_parse_size(const char *text, long long min, long long max, long long *out, char *why,
                    size_t whylen) {
-  char range[80];
-  size_range(min, max, range, sizeof range);
-  const char *p = text;
-  unsigned long long v = 0; /* at most 19 digits: never wraps */
-  int digits = 0;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    if (++digits > SIZE_DIGITS_MAX) {
-      snprintf(why, whylen, "out of range (accepted: %s)", range);
-      return -1;
-    }
-    v = v * 10 + (unsigned)(*p - '0');
-  }
-  if (p == text) {
-    snprintf(why, whylen, "not a size (accepted: " SIZE_UNITS_TEXT ", %s)", range);
-    return -1;
-  }
-  for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
-    if (strcmp(p, size_units[i].suffix) != 0) continue;
-    long long scale = size_units[i].scale;
-    if (v > (unsigned long long)(LLONG_MAX / scale) || (long long)v * scale < min ||
-        (long long)v * scale > max) {
-      snprintf(why, whylen, "out of range (accepted: %s)", range);
-      return -1;
-    }
-    *out = (long long)v * scale;
-    return 0;
-  }
-  snprintf(why, whylen, "unknown unit '%s' (accepted: " SIZE_UNITS_TEXT ", %s)", p, range);
-  return -1;
+  return mori_value_size(text, min, max, out, why, whylen);
 }
 
 static int parse_choice(const char *text, const char *const *choices, char *why,

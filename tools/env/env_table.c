@@ -23,9 +23,10 @@ const char *const mori_env_section_titles[MORI_ENV__SECTIONS] = {
 
 const mori_env_var mori_env_vars[] = {
     /* ---- the library ---- */
-    {"MORI_SYMM_TIMEOUT_MS", MORI_ENV_LIBRARY, "MS", "30000",
-     "how long a rendezvous waits for its peers and a signal for its peer, unless the API set "
-     "a timeout (mori_symm_set_timeout_ms)",
+    {"MORI_SYMM_TIMEOUT_MS", MORI_ENV_LIBRARY, "1..86400000", "30000",
+     "how long (ms) a rendezvous waits for its peers and a signal for its peer, unless the API "
+     "set a timeout (mori_symm_set_timeout_ms); digits only, another value fails the "
+     "rendezvous naming it",
      "libmori_core.so"},
     {"MORI_SYMM_DEBUG", MORI_ENV_LIBRARY, "WARN|INFO|TRACE", "off",
      "log to stderr, each line naming the rank and window (or the device); another value is "
@@ -62,8 +63,10 @@ const mori_env_var mori_env_vars[] = {
      "0 issues one runtime call per stream memory operation instead of one batch, to measure "
      "the difference",
      "libmori_core.so"},
-    {"MORI_SYMM_HOST_ID", MORI_ENV_LIBRARY, "TEXT", "the boot id",
-     "the host identity a rank publishes (tests pretend ranks are on other hosts with it)",
+    {"MORI_SYMM_HOST_ID", MORI_ENV_LIBRARY, "HEX32|UUID", "the boot id",
+     "the host identity a rank publishes (tests pretend ranks are on other hosts with it): 32 "
+     "hex digits of either case or a UUID as the boot id is written; another value fails the "
+     "rendezvous naming it",
      "libmori_core.so"},
     /* ---- the shim ---- */
     {"MORI_SYMM_SHIM", MORI_ENV_SHIM, "auto|hip|cuda|sim", "auto",
@@ -103,7 +106,8 @@ const mori_env_var mori_env_vars[] = {
      "how long a stream wait of the sim in sync mode waits for its value",
      "libmori_hip_shim.so (sim); replay sets 0"},
     {"MORI_SIM_DEVICE_BYTES", MORI_ENV_SIM, "BYTES", "68719476736 (64 GiB)",
-     "the device memory the sim's hipMemGetInfo reports",
+     "the device memory the sim's hipMemGetInfo reports: a size as the help writes it (8G, "
+     "\"16 GiB\"), 1 MiB to 1 PiB; another value fails the sim's bring-up naming it",
      "libmori_hip_shim.so (sim)"},
     /* ---- fault injection ---- */
     {"MORI_FI", MORI_ENV_FAULT, "SCHEDULE", "no faults",
@@ -112,7 +116,9 @@ const mori_env_var mori_env_vars[] = {
      "libmori_hip_shim.so warns once that nothing will be injected",
      "libmori_faultinject.so; libmori_hip_shim.so warns"},
     {"MORI_FI_RECORD", MORI_ENV_FAULT, "PATH", "no trace",
-     "write the shim trace of the run there (as MORI_FI's record=)",
+     "write the shim trace of the run there (as MORI_FI's record=), as PATH.RANK: a free-form "
+     "path; a symbolic link, FIFO, another user's file or a hard link there is refused, "
+     "named",
      "libmori_faultinject.so"},
     {"MORI_RANK", MORI_ENV_FAULT, "N", "none",
      "the rank a process is, which MORI_FI's rank= rules match; the launcher sets it",
