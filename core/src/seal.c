@@ -60,9 +60,10 @@ static int secret_get(secret *s) {
   for (size_t i = 0; ok && i < n; i++) ok = hex_digit(v[i]) >= 0;
   if (!ok)
     return mori__error(MORI_EINVAL,
-                       "rendezvous: " SECRET_ENV " is not an even count of 32 to 128 hex digits "
-                       "(it holds %zu characters; the value is not shown: it is the job's secret; "
-                       "make one with e.g. `openssl rand -hex 32`)",
+                       "rendezvous: " SECRET_ENV "=<%zu characters, not shown: the job's "
+                       "secret>: not an even count of hex digits from 32 to 128 (accepted: "
+                       "32 to 128 hex digits, the same on every rank, e.g. from `openssl rand "
+                       "-hex 32`)",
                        n);
 #ifndef MORI_SYMM_HAVE_LIBCRYPTO
   return mori__error(MORI_ENOTSUP,

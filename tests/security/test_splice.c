@@ -59,7 +59,6 @@ static int splice_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   }
   if (j->secret && *j->secret) setenv("MORI_SYMM_JOB_SECRET", j->secret, 1);
   if (j->secret && !*j->secret) unsetenv("MORI_SYMM_JOB_SECRET");
-  setenv("MORI_SYMM_DEBUG", "INFO", 1);
   hmac_refused = j->refuse_hmac;
   int log = open(j->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log < 0 || dup2(log, 2) < 0) return 1;
@@ -309,8 +308,8 @@ static void a_malformed_secret_fails_the_rendezvous_without_showing_it(void **st
   run_alone(&j, res);
   const char *err = sec_err(res[0].msg);
   if (sec_num(res[0].msg, "rc") != MORI_EINVAL ||
-      !strstr(err, "MORI_SYMM_JOB_SECRET is not an even count of 32 to 128 hex digits (it holds "
-                   "32 characters"))
+      !strstr(err, "MORI_SYMM_JOB_SECRET=<32 characters, not shown: the job's secret>: not an "
+                   "even count of hex digits from 32 to 128"))
     fail_msg("a malformed secret is not refused naming the variable: %s", res[0].msg);
   if (strstr(err, "0123456789abcdef"))
     fail_msg("the refusal shows the secret: %s", err);
@@ -326,13 +325,52 @@ static void a_seal_libcrypto_cannot_make_fails_the_rendezvous_naming_it(void **s
     fail_msg("a refused HMAC does not fail the rendezvous naming it: %s", res[0].msg);
 }
 
+/* A store writer moves a value the job sealed under one key to another:
+ * what rank 0 reads as rank 1's request is its own, sealed by this very
+ * job, under its own key. */
+static void move_own_request(const char *key, void **value, size_t *len, void *ctx) {
+  char other[512];
+  if (!strstr(key, "/req/1")) return;
+  sec_key_sibling(key, "req", 0, other, sizeof other);
+  mori_store *st = sec_store_client(ctx);
+  void *v = NULL;
+  size_t n = 0;
+  if (st && st->get(st, other, &v, &n, 0) == 0) {
+    free(*value);
+    *value = v;
+    *len = n;
+  }
+  if (st) st->destroy(st);
+}
+
+static void a_value_moved_to_another_key_of_the_job_is_refused(void **state) {
+  (void)state;
+  char *dir = sec_tmpdir("moved");
+  assert_non_null(dir);
+  sec_plan plan = {.timeout_ms = 2000, .job_secret = "00112233445566778899aabbccddeeff"};
+  plan.rank[0].rewrite = move_own_request;
+  plan.rank[0].rewrite_ctx = dir;
+  mori_rank_result res[WORLD];
+  sec_launch(dir, WORLD, &plan, res);
+  sec_remove_tree(dir);
+  free(dir);
+  print_message("rank 0: %s\n", sec_err(res[0].msg));
+  if (sec_num(res[0].msg, "rc") != MORI_EAUTH ||
+      !strstr(sec_err(res[0].msg), "seal mismatch: rank 1's req under"))
+    fail_msg("rank 0 took a value moved from another key: %s", res[0].msg);
+}
+
 int main(void) {
+  /* A process reads its log level once, and the launcher's may read it
+   * before it forks a rank: INFO from the start, for the ranks' logs. */
+  setenv("MORI_SYMM_DEBUG", "INFO", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(without_a_secret_the_splice_succeeds_and_the_rendezvous_says_so),
       cmocka_unit_test(two_jobs_with_their_own_secrets_cannot_be_spliced),
       cmocka_unit_test(two_jobs_with_different_given_secrets_cannot_be_spliced),
       cmocka_unit_test(a_job_with_a_secret_cannot_be_spliced_with_one_without),
       cmocka_unit_test(an_answer_forged_into_a_job_with_a_secret_is_refused),
+      cmocka_unit_test(a_value_moved_to_another_key_of_the_job_is_refused),
       cmocka_unit_test(a_malformed_secret_fails_the_rendezvous_without_showing_it),
       cmocka_unit_test(a_seal_libcrypto_cannot_make_fails_the_rendezvous_naming_it),
   };
