@@ -45,6 +45,24 @@ int mori__timeout_env_check(void) {
   return 0;
 }
 
+/* The library's switches take 0 or 1 (unset or empty: the default); any
+ * other value fails the rendezvous naming it rather than reading as one
+ * of the two ("true" and "yes" allowed nothing, "false" tore down). */
+static const char *const switches[] = {"MORI_SYMM_TEARDOWN", "MORI_SYMM_ALLOW_OVERLAPPING_DEVICES",
+                                       "MORI_SYMM_MEMOP_BATCH"};
+
+int mori__env_switches_check(void) {
+  for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+    const char *v = getenv(switches[i]);
+    if (v != NULL && *v != '\0' && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+      char shown[4 * 32 + 48];
+      return mori__error(MORI_EINVAL, "%s=%s: expected 0 or 1", switches[i],
+                         mori__escape(shown, sizeof shown, v, strlen(v), 32));
+    }
+  }
+  return 0;
+}
+
 /* A value the strict reader refuses fails the rendezvous that reads it
  * (mori__timeout_env_check); anything that asks only for the number gets
  * the default rather than a guess. */

@@ -50,6 +50,10 @@ int mori__host_id(uint8_t out[MORI_WIRE_HOST_ID_SIZE]);
 /* MORI_EINVAL naming MORI_SYMM_TIMEOUT_MS, its value and what is accepted
  * if the strict reader refuses it (config.c); 0 if unset or good. */
 int mori__timeout_env_check(void);
+/* MORI_EINVAL naming the first of the library's 0/1 switches
+ * (MORI_SYMM_TEARDOWN, _ALLOW_OVERLAPPING_DEVICES, _MEMOP_BATCH) set to
+ * anything else (config.c); 0 otherwise. */
+int mori__env_switches_check(void);
 
 /* ---- what is trusted on disk (trust.c) ---- */
 

@@ -476,6 +476,7 @@ int mori_symm_rendezvous(void *ptr, const char *group, int rank, int world_size,
     return mori__error(MORI_EINVAL, "rendezvous: group, store and out are required");
   MORI_GUARD(mori__group_check(group));
   MORI_GUARD(mori__timeout_env_check());
+  MORI_GUARD(mori__env_switches_check());
   if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
     return mori__error(MORI_ERANGE, "rendezvous: rank %d / world_size %d out of range", rank,
                        world_size);
@@ -529,6 +530,7 @@ int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori
     return mori__error(MORI_EINVAL, "rendezvous abort: group and store are required");
   MORI_GUARD(mori__group_check(group));
   MORI_GUARD(mori__timeout_env_check());
+  MORI_GUARD(mori__env_switches_check());
   if (world_size < 1 || world_size > MORI_WIRE_MAX_WORLD || rank < 0 || rank >= world_size)
     return mori__error(MORI_ERANGE, "rendezvous abort: rank %d / world_size %d out of range",
                        rank, world_size);

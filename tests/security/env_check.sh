@@ -70,6 +70,10 @@ refused MORI_SYMM_HOST_ID xyz demo "not a host id \(accepted: 32 hex digits"
 refused MORI_SYMM_HOST_ID 0123456789abcdef0123456789abcdeg demo "not a host id"
 taken MORI_SYMM_HOST_ID ABCDEF0123456789ABCDEF0123456789 demo
 taken MORI_SYMM_HOST_ID 01234567-89ab-cdef-0123-456789abcdef demo
+refused MORI_SYMM_TEARDOWN false demo "expected 0 or 1"
+refused MORI_SYMM_ALLOW_OVERLAPPING_DEVICES true demo "expected 0 or 1"
+refused MORI_SYMM_MEMOP_BATCH off demo "expected 0 or 1"
+taken MORI_SYMM_MEMOP_BATCH 0 demo
 
 # The HIP runtime's file name: a version is read strictly, and the path a
 # refusal names is escaped.  The stand-in cannot tell its version

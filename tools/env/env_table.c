@@ -33,11 +33,13 @@ const mori_env_var mori_env_vars[] = {
      "reported once and logging stays off",
      "libmori_core.so"},
     {"MORI_SYMM_TEARDOWN", MORI_ENV_LIBRARY, "0", "teardown on",
-     "0 leaves every window mapped at exit instead of tearing it down from the exit hook",
+     "0 leaves every window mapped at exit instead of tearing it down from the exit hook; a "
+     "value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so; mori_symm (Python) at exit"},
     {"MORI_SYMM_ALLOW_OVERLAPPING_DEVICES", MORI_ENV_LIBRARY, "1", "refused",
      "1 lets several ranks of a group use one device (torch's "
-     "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, outside torch); read at every rendezvous",
+     "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, outside torch); read at every rendezvous; a "
+     "value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so"},
     {"MORI_SYMM_SOCKET_DIR", MORI_ENV_LIBRARY, "DIR", "XDG_RUNTIME_DIR, else TMPDIR, else /tmp",
      "where the fd channel makes its sockets; it must pass the trusted-directory check "
@@ -61,7 +63,7 @@ const mori_env_var mori_env_vars[] = {
      "libmori_core.so"},
     {"MORI_SYMM_MEMOP_BATCH", MORI_ENV_LIBRARY, "0", "batched",
      "0 issues one runtime call per stream memory operation instead of one batch, to measure "
-     "the difference",
+     "the difference; a value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so"},
     {"MORI_SYMM_HOST_ID", MORI_ENV_LIBRARY, "HEX32|UUID", "the boot id",
      "the host identity a rank publishes (tests pretend ranks are on other hosts with it): 32 "
