@@ -8,6 +8,8 @@
  */
 #include "preload.h"
 
+#include "mori/values.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -154,12 +156,19 @@ static void note_release(int call, uintptr_t what, int failed) {
 
 /* ---- the process state ---- */
 
+/* MORI_RANK by the strict reader (mori/values.h): a value it refuses is
+ * said once on stderr, naming it, and the process has no rank (rank=
+ * rules do not match it) rather than a guessed one. */
 int fi__rank(void) {
+  static int reported;
   if (fi__p.rank < 0) {
-    const char *s = getenv("MORI_RANK");
-    char *end;
-    long r = s ? strtol(s, &end, 10) : -1;
-    if (s && *s && *end == '\0' && r >= 0 && r < 1 << 20) fi__p.rank = (int)r;
+    char why[256];
+    long long r;
+    if (mori_env_int("MORI_RANK", 0, (1 << 20) - 1, -1, &r, why, sizeof why) != 0) {
+      if (!reported++) fprintf(stderr, "MORI_FI: %s\n", why);
+    } else if (r >= 0) {
+      fi__p.rank = (int)r;
+    }
   }
   return fi__p.rank;
 }

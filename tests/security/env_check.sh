@@ -1,5 +1,5 @@
 #!/bin/sh
-# env_check.sh MORI_SYMM STANDIN_HIP WORK
+# env_check.sh MORI_SYMM STANDIN_HIP WORK FAULT_SHIM
 # Every numeric, sized or enumerated variable of the env table is read by
 # the one strict reader (mori/values.h): set to garbage, the program fails
 # with an error naming the variable, the value and what is accepted, and a
@@ -9,7 +9,7 @@
 # (tests/hipstub) copied under the names tried.  "env ok: N cases" when all
 # hold.
 set -u
-symm=$1 standin=$2 work=$3
+symm=$1 standin=$2 work=$3 fault_shim=$4
 rm -rf "$work" && mkdir -p "$work" || exit 1
 bad=0 cases=0
 fail() { echo "env: $*"; bad=1; }
@@ -74,6 +74,19 @@ refused MORI_SYMM_TEARDOWN false demo "expected 0 or 1"
 refused MORI_SYMM_ALLOW_OVERLAPPING_DEVICES true demo "expected 0 or 1"
 refused MORI_SYMM_MEMOP_BATCH off demo "expected 0 or 1"
 taken MORI_SYMM_MEMOP_BATCH 0 demo
+
+# MORI_RANK, read by the fault shim: a refused value is said, named, and
+# the process has no rank (its count file is .pidN, not .8)
+for value in +8 " 8" 8x 1048576; do
+  cases=$((cases + 1))
+  timeout -k 5 60 env MORI_SYMM_SHIM=sim LD_PRELOAD="$fault_shim" MORI_RANK="$value" \
+    MORI_FI="count=$work/count" "$symm" probe --shim sim >"$out" 2>&1
+  grep -qF "MORI_RANK=$value: " "$out" ||
+    fail "MORI_RANK='$value': the fault shim says nothing naming it: $(head -c 300 "$out")"
+  [ ! -e "$work/count.8" ] || fail "MORI_RANK='$value' was taken as rank 8"
+  rm -f "$work"/count.*
+  echo "env: MORI_RANK='$value': $(grep -oF "MORI_RANK=$value: " "$out" | head -1)$(grep -o "MORI_RANK=.*" "$out" | head -1 | cut -d: -f2-)"
+done
 
 # The HIP runtime's file name: a version is read strictly, and the path a
 # refusal names is escaped.  The stand-in cannot tell its version

@@ -122,8 +122,9 @@ const mori_env_var mori_env_vars[] = {
      "path; a symbolic link, FIFO, another user's file or a hard link there is refused, "
      "named",
      "libmori_faultinject.so"},
-    {"MORI_RANK", MORI_ENV_FAULT, "N", "none",
-     "the rank a process is, which MORI_FI's rank= rules match; the launcher sets it",
+    {"MORI_RANK", MORI_ENV_FAULT, "0..1048575", "none",
+     "the rank a process is, which MORI_FI's rank= rules match; the launcher sets it; another "
+     "value is said on stderr, naming it, and the process has no rank",
      "libmori_faultinject.so; set by the launcher"},
     {"MORI_FI_PRELOAD", MORI_ENV_FAULT, "PATH", "libmori_faultinject.so beside libmori_core.so",
      "the fault shim mori-fi preloads into the runs of a sweep",
