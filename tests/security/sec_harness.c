@@ -191,7 +191,7 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   const sec_plan *plan = ctx->arg;
   const sec_rank_plan *rp = &plan->rank[ctx->rank];
   plan_store ps = {{ps_set, ps_get, ps_add, ps_destroy, ps_wait_change,
-                    plan->in_band ? NULL : ctx->store->incarnation},
+                    plan->in_band ? NULL : ctx->store->incarnation, NULL},
                    ctx->store, rp, 0};
   char err[800] = "-";
   setenv("MORI_SIM_WAIT_TIMEOUT_MS", "2000", 0); /* a barrier with a dead peer fails soon */

@@ -178,7 +178,7 @@ static int ps_add(mori_store *s, const char *key, int64_t delta, int64_t *result
 static void ps_destroy(mori_store *s) { (void)s; }
 
 static plain_store plain_store_of(const mori_rank_ctx *ctx) {
-  return (plain_store){.base = {ps_set, ps_get, ps_add, ps_destroy, NULL, NULL},
+  return (plain_store){.base = {ps_set, ps_get, ps_add, ps_destroy, NULL, NULL, NULL},
                        .inner = ctx->store, .rank = ctx->rank, .watch_rank = -1};
 }
 
@@ -306,7 +306,8 @@ static int ib_wait_change(mori_store *s, int timeout_ms) {
 
 /* The launcher's store without its incarnation: the groups agree one. */
 static in_band_store in_band_store_of(const mori_rank_ctx *ctx) {
-  return (in_band_store){{ib_set, ib_get, ib_add, ps_destroy, ib_wait_change, NULL}, ctx->store};
+  return (in_band_store){{ib_set, ib_get, ib_add, ps_destroy, ib_wait_change, NULL, NULL},
+                         ctx->store};
 }
 
 typedef struct held_group {

@@ -124,7 +124,7 @@ static void ws_destroy(mori_store *s) { (void)s; /* the launcher destroys the in
 
 static waiting_store waiting_store_of(mori_store *inner, int *waiting) {
   return (waiting_store){{ws_set, ws_get, ws_add, ws_destroy,
-                          inner->wait_change ? ws_wait_change : NULL, inner->incarnation},
+                          inner->wait_change ? ws_wait_change : NULL, inner->incarnation, NULL},
                          inner, waiting};
 }
 
