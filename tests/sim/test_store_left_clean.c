@@ -76,7 +76,10 @@ static void runs_leave_no_keys(int world, int in_band) {
   for (int run = 0; run < 3; run++) {
     mori_rank_result res[3];
     int failed = mori_launch_at(dir, world, rank_run, &p, 120000, res);
-    if (failed) fail_msg("run %d failed: rank 0: %s; rank 1: %s", run, res[0].msg, res[1].msg);
+    if (failed) {
+      nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+      fail_msg("run %d failed: rank 0: %s; rank 1: %s", run, res[0].msg, res[1].msg);
+    }
     int n = left_in(dir, names, sizeof names);
     print_message("%d ranks%s, after run %d: %d entries in the store%s\n", world,
                   in_band ? " (in-band incarnation)" : "", run + 1, n, names);
