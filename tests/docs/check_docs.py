@@ -83,7 +83,7 @@ def search(order_file, docs):
     problems = []
     for doc in docs:
         flat = re.sub(r"\s+", " ", open(doc, encoding="utf-8").read().replace("`", ""))
-        if want not in flat:
+        if not re.search(re.escape(want) + r"(?![\w.])", flat):  # not a prefix of a longer list
             problems.append(f"{doc} does not name the hip search order '{want}'")
     return fail(problems, f"the hip search order {want} in {', '.join(docs)}")
 
