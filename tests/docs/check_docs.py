@@ -21,8 +21,8 @@ say, where a list in prose can drift from its source:
 
   dated ROOT             the library's and the tools' sources (core, hip_shim,
                         fsm, faultinject, tools) and the reference docs
-                        architecture.md, backends.md, fault-injection.md and
-                        teardown.md carry no dated figure
+                        architecture.md, backends.md, fault-injection.md,
+                        teardown.md and torch.md carry no dated figure
                         or history: no GPU model's timings (H100, H200), no
                         date, no "before:"; those live in docs/performance.md,
                         docs/results.md and CHANGELOG.md
@@ -118,7 +118,8 @@ def dated(root):
     import os
     pattern = re.compile(r"\bH[12]00s?\b|\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b|\bbefore:")
     files = [os.path.join(root, "docs", d)
-             for d in ("architecture.md", "backends.md", "fault-injection.md", "teardown.md")]
+             for d in ("architecture.md", "backends.md", "fault-injection.md", "teardown.md",
+                       "torch.md")]
     for folder in ("core", "hip_shim", "fsm", "faultinject", "tools"):
         for dirpath, _, names in os.walk(os.path.join(root, folder)):
             files += [os.path.join(dirpath, n) for n in sorted(names)
