@@ -4,9 +4,13 @@
  * never taken as current, and the same job rerun on the same store
  * succeeds.  Every case runs twice: with the id mori_launch hands its
  * ranks, and with the ranks agreeing one in-band, as they do over a store
- * that carries none (torch's) (labels: security).
+ * that carries none (torch's).  A launcher's id longer than a window keeps
+ * is refused (labels: security).
  */
 #include "sec_harness.h"
+
+#include "mori/error.h"
+#include "mori/hip_shim.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -116,6 +120,38 @@ static void a_run_killed_half_way_leaves_a_store_a_rerun_can_use(void **state) {
   }
 }
 
+/* A launcher's id is 1 to 64 letters, digits, '-' or '_' (a window keeps
+ * 64 and the end): one of 65 is refused naming the limit before anything
+ * is written to the store, where a copy one byte longer than the window's
+ * buffer would otherwise be made; one of 64 is taken. */
+static void a_launcher_id_of_65_characters_is_refused_and_one_of_64_taken(void **state) {
+  fixture *f = *state;
+  static const char id64[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  char id65[sizeof id64 + 1];
+  snprintf(id65, sizeof id65, "%s_", id64);
+  mori_store *st = NULL;
+  void *base = NULL;
+  mori_window *w = NULL;
+  assert_int_equal(mori_shim_select("sim"), 0);
+  assert_int_equal(mori_file_store_open(f->dir, &st), 0);
+  assert_int_equal(mori_symm_alloc(1 << 20, 0, &base), 0);
+  st->incarnation = id65;
+  int rc = mori_symm_rendezvous(base, "g", 0, 1, st, &w, NULL);
+  int written = sec_count_entries(f->dir);
+  print_message("an id of %zu characters: %s (%d entries written)\n", strlen(id65),
+                rc ? mori_last_error() : "accepted", written);
+  if (rc != MORI_EINVAL || !strstr(mori_last_error(), "is not 1-64 letters") || written != 0)
+    fail_msg("an id of 65 characters: want MORI_EINVAL naming the limit of 64 and nothing "
+             "written; got %s and %d entries: %s",
+             mori_error_name(rc), written, rc ? mori_last_error() : "(accepted)");
+  st->incarnation = id64;
+  if (mori_symm_rendezvous(base, "g", 0, 1, st, &w, NULL) != 0)
+    fail_msg("an id of 64 characters: %s", mori_last_error());
+  assert_int_equal(mori_symm_free(base), 0);
+  assert_int_equal(mori_symm_release_all(), 0);
+  st->destroy(st);
+}
+
 #define BOTH(name)                                                                    \
   {#name "_with_the_launcher_s_id", name, setup, teardown, NULL},                     \
       {#name "_agreed_in_band", name, setup, teardown, (void *)1}
@@ -127,6 +163,9 @@ int main(int argc, char **argv) {
       BOTH(a_mapped_entry_left_by_an_earlier_run_never_releases_a_rank),
       BOTH(an_abort_left_by_an_earlier_run_never_fails_a_rerun),
       BOTH(a_run_killed_half_way_leaves_a_store_a_rerun_can_use),
+      /* in this process: after every case that forks its ranks */
+      cmocka_unit_test_setup_teardown(a_launcher_id_of_65_characters_is_refused_and_one_of_64_taken,
+                                      setup, teardown),
   };
   return mori_run_tests(argc, argv, tests);
 }

@@ -3,7 +3,9 @@
  * peers, from the side of whoever writes into the store: text another
  * process planted arrives escaped and bounded, a join answered with another
  * run's id is named as ids that differ, and a leader whose peers all gave
- * up learns of it as they do (labels: security).
+ * up learns of it as they do; and from the side of a rank that writes it:
+ * an abort's cause longer than its buffer is published cut at it (labels:
+ * security).
  */
 #include "sec_harness.h"
 
@@ -264,6 +266,41 @@ static void a_leader_whose_peers_all_failed_at_bind_ends_on_their_aborts(void **
   free(dir);
 }
 
+/* ---- text this rank publishes ---- */
+
+/* An abort's text is bounded by its buffer: a cause longer than that is
+ * published cut at it, every byte the cause's ("rank 0: " and the why),
+ * never with the length the whole text would have had (the bytes past
+ * the buffer would reach the store, and every peer's error). */
+static void an_abort_longer_than_its_buffer_is_published_cut_at_it(void **s) {
+  (void)s;
+  static const char key[] = "mori_symm/long-cause/cut/0/abort/0"; /* the group's first seq */
+  char *dir = sec_tmpdir("cut");
+  mori_store *st = NULL;
+  char why[2000], whole[2100];
+  memset(why, 'w', sizeof why - 1);
+  why[sizeof why - 1] = '\0';
+  size_t n = (size_t)snprintf(whole, sizeof whole, "rank 0: %s", why);
+  assert_non_null(dir);
+  assert_int_equal(mori_file_store_open(dir, &st), 0);
+  st->incarnation = "cut";
+  if (mori_symm_rendezvous_abort("long-cause", 0, 1, st, why) != 0)
+    fail_msg("rendezvous_abort: %s", mori_last_error());
+  void *v = NULL;
+  size_t len = 0, same = 0;
+  if (st->get(st, key, &v, &len, 0) != 0) fail_msg("no abort under %s: %s", key, mori_last_error());
+  while (same < len && same < n && ((const char *)v)[same] == whole[same]) same++;
+  print_message("abort: %zu bytes published of a text of %zu\n", len, n);
+  if (len >= n || same != len)
+    fail_msg("the abort under %s is %zu bytes, of which the first %zu are the cause's (a text "
+             "of %zu bytes, to be cut at its buffer)",
+             key, len, same, n);
+  free(v);
+  st->destroy(st);
+  sec_remove_tree(dir);
+  free(dir);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(an_abort_planted_with_control_characters_arrives_escaped_and_bounded),
@@ -271,6 +308,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_join_answered_again_with_another_id_says_the_ids_differ),
       cmocka_unit_test(a_join_answered_with_no_id_is_refused),
       cmocka_unit_test(a_leader_whose_peers_all_failed_at_bind_ends_on_their_aborts),
+      cmocka_unit_test(an_abort_longer_than_its_buffer_is_published_cut_at_it),
   };
   return mori_run_tests(argc, argv, tests);
 }

@@ -41,8 +41,9 @@ typedef struct listener {
 } listener;
 
 typedef struct heard {
-  int fds;     /* fds received */
-  int secrets; /* of them, fds whose object holds the secret */
+  int fds;       /* fds received */
+  int secrets;   /* of them, fds whose object holds the secret */
+  int datagrams; /* datagrams received, with an fd or without (a challenge) */
 } heard;
 
 /* Whether the object behind fd holds secret anywhere. */
@@ -66,7 +67,7 @@ static void listen_child(uid_t uid, int activated, const char *path, const char 
   if (activated) sec_drop_to(uid);
   char ok = 1;
   if (write(ready_w, &ok, 1) != 1) _exit(122);
-  heard h = {0, 0};
+  heard h = {0, 0, 0};
   struct pollfd p[2] = {{s, POLLIN, 0}, {stop_r, POLLIN, 0}};
   while (poll(p, 2, -1) > 0 && !(p[1].revents & (POLLIN | POLLHUP))) {
     char buf[256];
@@ -78,6 +79,7 @@ static void listen_child(uid_t uid, int activated, const char *path, const char 
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
                          .msg_controllen = sizeof control.bytes};
     if (recvmsg(s, &msg, MSG_DONTWAIT) < 0) continue;
+    h.datagrams++;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
         for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
@@ -123,9 +125,9 @@ static listener listener_start(uid_t uid, const char *path) {
 
 /* What it heard. */
 static heard listener_heard(listener *l) {
-  heard h = {-1, -1};
+  heard h = {-1, -1, -1};
   close(l->stop_w);
-  if (read(l->count_r, &h, sizeof h) != sizeof h) h.fds = h.secrets = -1;
+  if (read(l->count_r, &h, sizeof h) != sizeof h) h.fds = h.secrets = h.datagrams = -1;
   close(l->count_r);
   waitpid(l->pid, NULL, 0);
   return h;
@@ -292,6 +294,45 @@ static void a_socket_of_ours_read_by_another_user_s_process_gets_no_fd(void **s)
   scene_close(&sc);
 }
 
+/* A socket named deeper under rank 0's own socket base (base/a/evil/s):
+ * only a private directory right in the base (base/<dir>, the usual case)
+ * is judged alone, as the last step of a walk already made.  Deeper, every
+ * component is walked: base/a is a link to a directory elsewhere, and
+ * opened through it evil/ is ours and private, so judged by its last
+ * directory alone the socket would pass.  It gets nothing, not even a
+ * challenge, and rank 0 says the link is why. */
+static void a_request_naming_a_socket_behind_a_link_in_our_socket_base_gets_nothing(void **s) {
+  (void)s;
+  scene sc;
+  scene_open(&sc, geteuid(), 0700);
+  char *base = sec_tmpdir("base");
+  assert_non_null(base);
+  char link[256], named[300];
+  snprintf(link, sizeof link, "%s/a", base);
+  snprintf(named, sizeof named, "%s/a/evil/s", base);
+  assert_int_equal(symlink(sc.lair, link), 0);
+  listener l = listener_start(geteuid(), sc.socket);
+  tamper t = {0, 0, named};
+  sec_plan plan = {.timeout_ms = 1500};
+  plan.rank[0].rewrite = tamper_request;
+  plan.rank[0].rewrite_ctx = &t;
+  plan.rank[0].socket_dir = base;
+  mori_rank_result res[2];
+  sec_launch(sc.dir, 2, &plan, res);
+  heard h = listener_heard(&l);
+  const char *err = sec_err(res[0].msg);
+  print_message("rank 0: %s\n", err);
+  if (h.datagrams != 0)
+    fail_msg("the socket at %s (reached as %s) was sent %d datagram(s), %d fd(s): rank 0: %s",
+             sc.socket, named, h.datagrams, h.fds, res[0].msg);
+  if (sec_num(res[0].msg, "rc") == 0) fail_msg("rank 0 succeeded: %s", res[0].msg);
+  if (!strstr(err, link) || !strstr(err, "is a symlink, not a directory"))
+    fail_msg("rank 0's error does not say %s is a link: %s", link, res[0].msg);
+  sec_remove_tree(base);
+  free(base);
+  scene_close(&sc);
+}
+
 /* ---- non-members on the fd channel ---- */
 
 enum { WORLD = 3, VICTIM = 0, SEQ = 11 };
@@ -437,6 +478,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_request_naming_a_socket_anyone_could_have_bound_gets_no_fd),
       cmocka_unit_test(a_socket_of_ours_read_by_another_user_s_process_gets_no_fd),
       cmocka_unit_test(a_socket_of_another_user_in_our_private_directory_gets_no_fd),
+      cmocka_unit_test(a_request_naming_a_socket_behind_a_link_in_our_socket_base_gets_nothing),
       cmocka_unit_test(datagrams_from_non_members_are_dropped_and_the_exchange_completes),
       cmocka_unit_test(an_exchange_that_times_out_reports_the_non_members_it_dropped),
       cmocka_unit_test(a_member_that_misbehaves_still_fails_the_exchange),
