@@ -337,6 +337,105 @@ static void a_release_refused_for_good_is_counted_as_refused(void **s) {
   assert_non_null(strstr(res[0].msg, " runtime_fds=1 "));
 }
 
+/* A step that fails, and whose rollback fails too: the error leads with
+ * the step's failure, the one to act on, and names the rollback's after
+ * it (its consequence).  The unmap fails once and is tried again, so
+ * nothing leaks. */
+static void a_failed_step_whose_rollback_also_fails_leads_with_its_cause(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  const char *spec = "hipMemSetAccess#1=hipErrorInvalidValue; hipMemUnmap#1=hipErrorUnmapFailed";
+  fh_run(spec, 1, alloc_free_rank, NULL, res, -1);
+  print_message("%s\n", res[0].msg);
+  fh_assert_clean(spec, res, 1, -1);
+  const char *err = fh_err(res[0].msg), *cause = strstr(err, "hipMemSetAccess failed"),
+             *also = strstr(err, "rollback also failed"),
+             *unmap = strstr(err, "hipMemUnmap failed");
+  if (strstr(res[0].msg, "rc=0 ") || !cause || !also || !unmap || cause > also || also > unmap)
+    fail_msg("the error does not lead with hipMemSetAccess's failure, then the rollback's "
+             "hipMemUnmap: %s",
+             res[0].msg);
+}
+
+/* Two blocks, then release_all: the line's all_err is its error. */
+static int release_all_of_two_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  void *p[2] = {NULL, NULL};
+  char extra[800] = "all=- all_err=-";
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_symm_alloc(MiB, ctx->rank, &p[0]);
+  if (rc == 0) rc = mori_symm_alloc(MiB, ctx->rank, &p[1]);
+  if (rc == 0) {
+    int all = mori_symm_release_all();
+    snprintf(extra, sizeof extra, "all=%d all_err=%s", all, all ? mori_last_error() : "-");
+  }
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+/* The teardowns of both blocks fail (each unmap once, tried again, so
+ * nothing leaks): release_all reports the first failure, the first
+ * block's, as every unwind does, not the last one's. */
+static void release_all_of_two_failing_blocks_reports_the_first_failure(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  const char *spec = "hipMemUnmap#1=hipErrorUnmapFailed; hipMemUnmap#3=hipErrorInvalidValue";
+  fh_run(spec, 1, release_all_of_two_rank, NULL, res, -1);
+  print_message("%s\n", res[0].msg);
+  fh_assert_clean(spec, res, 1, -1);
+  const char *m = res[0].msg;
+  if (strstr(m, "rc=0 ") == NULL || fh_num(m, "all") == 0 ||
+      strstr(m, "hipErrorUnmapFailed") == NULL || strstr(m, "(call 1 of hipMemUnmap") == NULL ||
+      strstr(m, "(call 3 of hipMemUnmap") != NULL)
+    fail_msg("release_all does not report the first block's failure (call 1 of hipMemUnmap) "
+             "alone: %s",
+             m);
+}
+
+/* A block zeroed on a stream, then (arg non-NULL) a rendezvous and a
+ * barrier on that stream, then its free. */
+static int zeroed_on_a_stream_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  hipStream_t stream = NULL;
+  void *p = NULL;
+  mori_window *w = NULL;
+  const char *step = "stream";
+  char extra[128];
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess ? 0 : -1;
+  if (rc == 0) step = "alloc", rc = mori_symm_alloc_on_stream(MiB, ctx->rank, stream, &p);
+  if (rc == 0 && ctx->arg)
+    step = "rendezvous",
+    rc = mori_symm_rendezvous(p, "g", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  if (rc == 0 && ctx->arg) step = "barrier", rc = mori_window_barrier(w, 0, stream, 0);
+  if (rc == 0) step = "sync", rc = mori_hipStreamSynchronize(stream) == hipSuccess ? 0 : -1;
+  if (rc == 0) step = "free", rc = mori_symm_free(p);
+  if (stream != NULL) (void)mori_hipStreamDestroy(stream);
+  snprintf(extra, sizeof extra, "step=%s injected=%ld refused=%ld", rc ? step : "-",
+           mori_fi_injected(), mori_fi_refused());
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+/* The event after a block's zeroing on the caller's stream holds nothing a
+ * later call needs: a destroy of it the runtime refuses is said (WARN)
+ * and never fails what gave it back, the rendezvous that waited for the
+ * zeroing or the free of a block no rendezvous waited for. */
+static void a_refused_destroy_of_the_zeroing_event_fails_neither_rendezvous_nor_free(void **s) {
+  (void)s;
+  static int rendezvous = 1;
+  const char *spec = "hipEventDestroy#1=hipErrorInvalidValue";
+  for (int with = 0; with < 2; with++) {
+    mori_rank_result res[2];
+    fh_run(spec, 2, zeroed_on_a_stream_rank, with ? &rendezvous : NULL, res, -1);
+    for (int r = 0; r < 2; r++)
+      print_message("%s: rank %d: %s\n", with ? "rendezvous, then free" : "free alone", r,
+                    res[r].msg);
+    for (int r = 0; r < 2; r++)
+      if (strstr(res[r].msg, "rc=0 release=0 ") == NULL || fh_num(res[r].msg, "injected") != 1)
+        fail_msg("%s: rank %d: %s", with ? "rendezvous, then free" : "free alone", r,
+                 res[r].msg);
+  }
+}
+
 /* ---- progress ---- */
 
 /* The launcher's looks at the ranks, and the watch's time, which moves 100
@@ -468,6 +567,9 @@ int main(void) {
       cmocka_unit_test(a_release_that_fails_once_is_retried_and_reported),
       cmocka_unit_test(a_release_refused_for_good_is_counted_as_refused),
       cmocka_unit_test(refusals_of_two_blocks_are_counted_apart),
+      cmocka_unit_test(a_failed_step_whose_rollback_also_fails_leads_with_its_cause),
+      cmocka_unit_test(release_all_of_two_failing_blocks_reports_the_first_failure),
+      cmocka_unit_test(a_refused_destroy_of_the_zeroing_event_fails_neither_rendezvous_nor_free),
       cmocka_unit_test(launcher_tells_a_stuck_rank_from_a_slow_one),
       cmocka_unit_test(malformed_mori_fi_stops_the_program_naming_the_column),
   };
