@@ -9,6 +9,8 @@
  */
 #include "shim_internal.h"
 
+#include "mori/text.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -166,14 +169,23 @@ __attribute__((constructor)) static void warn_fault_schedule_unread(void) {
 }
 
 /* MORI_SHIM_REGISTRY_REPORT=1, or its older name MORI_SHIM_LEDGER_REPORT=1
- * (scripts still set it). */
+ * (scripts still set it).  Another value than 0 or 1 is said once, named,
+ * rather than read as "no report" in silence. */
 static int report_at_exit(void) {
   static const char *const names[] = {"MORI_SHIM_REGISTRY_REPORT", "MORI_SHIM_LEDGER_REPORT"};
+  static atomic_int said;
+  int on = 0;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     const char *v = getenv(names[i]);
-    if (v != NULL && strcmp(v, "1") == 0) return 1;
+    if (v != NULL && strcmp(v, "1") == 0) on = 1;
+    if (v != NULL && *v != '\0' && strcmp(v, "0") != 0 && strcmp(v, "1") != 0 &&
+        atomic_exchange(&said, 1) == 0) {
+      char shown[4 * 32 + 48];
+      fprintf(stderr, "[mori-symm WARN] %s=%s: expected 0 or 1; no registry report\n", names[i],
+              mori__escape(shown, sizeof shown, v, strlen(v), 32));
+    }
   }
-  return 0;
+  return on;
 }
 
 int mori_shim_select(const char *name) {

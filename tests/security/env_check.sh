@@ -75,6 +75,15 @@ refused MORI_SYMM_ALLOW_OVERLAPPING_DEVICES true demo "expected 0 or 1"
 refused MORI_SYMM_MEMOP_BATCH off demo "expected 0 or 1"
 taken MORI_SYMM_MEMOP_BATCH 0 demo
 
+# the shim's report switch, read at exit: said, named
+for var in MORI_SHIM_REGISTRY_REPORT MORI_SHIM_LEDGER_REPORT; do
+  cases=$((cases + 1))
+  run "$var" yes probe
+  grep -qF "$var=yes: expected 0 or 1" "$out" ||
+    fail "$var='yes': nothing names it: $(head -c 300 "$out")"
+  echo "env: $var='yes': $(grep -o "$var=yes: .*" "$out" | head -1)"
+done
+
 # MORI_RANK, read by the fault shim: a refused value is said, named, and
 # the process has no rank (its count file is .pidN, not .8)
 for value in +8 " 8" 8x 1048576; do

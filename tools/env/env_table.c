@@ -85,7 +85,8 @@ const mori_env_var mori_env_vars[] = {
      "the CUDA driver library the cuda backend loads",
      "libmori_hip_shim.so"},
     {"MORI_SHIM_REGISTRY_REPORT", MORI_ENV_SHIM, "1", "off",
-     "print the shim's resource registry (every live runtime resource) at exit",
+     "print the shim's resource registry (every live runtime resource) at exit; another "
+     "value than 0 or 1 is said once, named",
      "libmori_hip_shim.so"},
     {"MORI_SHIM_LEDGER_REPORT", MORI_ENV_SHIM, "1", "off",
      "the registry report's first name, still read",
