@@ -74,11 +74,15 @@ static hipError_t store(struct run *r, int owner, unsigned long long area, int i
   return e;
 }
 
-/* status[2 + peer], status[1], then status[0], as the kernel writes them. */
+/* status[2 + peer], status[1], then status[0], as the kernel writes them,
+ * unless status[0] holds another call's code (the first failure is kept). */
 static hipError_t timed_out(struct run *r, int peer, unsigned what) {
   uint32_t *s = (uint32_t *)(uintptr_t)r->a->status, *w = NULL;
   hipError_t e = hipSuccess;
   if (s == NULL) return hipSuccess;
+  if ((e = mori__sim_word(launch_call, s, 0, &w, r->why, r->whylen)) != hipSuccess) return e;
+  uint32_t first = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+  if (first != 0 && first != r->a->code) return hipSuccess;
   uint32_t *at[3] = {s + 2 + peer, s + 1, s};
   uint32_t v[3] = {what, r->a->timeout_ms, r->a->code};
   for (int i = 0; i < 3 && e == hipSuccess; i++)

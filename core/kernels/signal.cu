@@ -64,10 +64,15 @@ static __device__ int wait_for(const unsigned *c, unsigned value, int and_mask,
 }
 
 /* The failure words: who, then for how long, then what (status[0] last,
- * so that a reader who sees it sees the rest). */
+ * so that a reader who sees it sees the rest).  The first failure is the
+ * one kept: words another call's code already holds are left alone (a
+ * kernel queued behind one that gave up, which gives up in turn, would
+ * name itself in place of the cause). */
 static __device__ void timed_out(const args_t &a, int peer, unsigned what) {
   unsigned *status = (unsigned *)a.status;
   if (status == 0) return;
+  unsigned first = load_acquire(status);
+  if (first != 0 && first != a.code) return;
   store_release(status + 2 + peer, what);
   store_release(status + 1, a.timeout_ms);
   store_release(status, a.code);

@@ -15,7 +15,10 @@
  * its peers hung to their timeout while it passed a barrier alone.  And a
  * barrier whose one batch failed (it may have reached some peers: where
  * the runtime has no batch call the shim issues the operations one by one)
- * fails the window for good; a failed kernel launch sent nothing.
+ * fails the window for good; a failed kernel launch sent nothing.  A
+ * forced kernel engine whose kernels the rendezvous could not ready
+ * readies them in a captured call or fails it, never falling back to
+ * memory operations unsaid.
  */
 #include "mori/fi.h"
 #include "signal_rounds.h"
@@ -195,6 +198,55 @@ static void put_and_wait_fail_partway_at_each_operation(void **s) {
   }
 }
 
+/* ---- a forced kernel whose kernels are not ready ---- */
+
+/* MORI_SYMM_SIGNAL_ENGINE=kernel, and rank 0's rendezvous could not ready
+ * the kernels (its pinned allocation for their failure words refused: a
+ * WARN, memory operations until a call outside a capture readies them).
+ * Its first call is captured: the forced kernel readies them there or
+ * fails naming them (the sim refuses a pinned allocation in a capture, as
+ * CUDA's global capture mode does), and never captures memory operations
+ * in their place.  Its next call, eager, readies them, and both ranks go
+ * on in step. */
+static int unready_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds(), ch = 0;
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (ctx->rank == 0 && arm(ctx, "hipHostMalloc#1=hipErrorOutOfMemory", msg, msglen)) return 1;
+  if (open_window(ctx, "unready", &base, &w, msg, msglen)) return 1;
+  if (ctx->rank == 0) {
+    char err[256], cause[700] = "(memory operations captured in their place)";
+    hipStream_t s = NULL;
+    mori_sim_graph *g = NULL;
+    mori_symm_signal_stats k0, k1;
+    CHECK(mori_fi_injected() == 1, "the rendezvous made no pinned allocation to refuse");
+    (void)mori_fi_control("", err, sizeof err);
+    CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream: %s",
+          mori_shim_message());
+    mori_symm_signal_stats_get(&k0);
+    CHECK(mori_sim_begin_capture(s) == hipSuccess, "capture: %s", mori_shim_message());
+    int rc = mori_window_barrier(w, 1, s, 0);
+    if (rc != 0) snprintf(cause, sizeof cause, "%s", mori_last_error());
+    CHECK(mori_sim_end_capture(s, &g) == hipSuccess, "end capture: %s", mori_shim_message());
+    mori_symm_signal_stats_get(&k1);
+    long kernels = k1.kernels - k0.kernels;
+    CHECK((rc != 0 && strstr(cause, "barrier: the signal kernels: ") != NULL) ||
+              (rc == 0 && kernels == 1),
+          "a forced kernel captured before its kernels are ready: rc %d, %ld kernel(s): %s", rc,
+          kernels, cause);
+    mori_sim_graph_destroy(g);
+    CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  }
+  if (ordered_rounds(ctx, w, ch, 2, msg, msglen)) return 1;
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "kernels readied after a refusal");
+}
+
+static void a_forced_kernel_captured_before_its_kernels_are_ready_readies_or_fails(void **s) {
+  setting("kernel", NULL);
+  ranks_run(2, unready_rank, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   if (!mori_fi_loaded()) {
     fprintf(stderr, "test_fi_signals needs LD_PRELOAD=libmori_faultinject.so\n");
@@ -205,6 +257,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(barrier_whose_batch_failed_fails_the_window),
       cmocka_unit_test(barrier_whose_kernel_launch_failed_is_called_again),
       cmocka_unit_test(put_and_wait_fail_partway_at_each_operation),
+      cmocka_unit_test(a_forced_kernel_captured_before_its_kernels_are_ready_readies_or_fails),
   };
   return mori_run_tests(argc, argv, tests);
 }

@@ -503,6 +503,98 @@ static void put_signal_never_consumed_fails_after_its_timeout(void **s) {
   ranks_run(2, death_or_silence, &a, 0);
 }
 
+/* A window failed twice keeps its first failure: rank 0 waits, bounded,
+ * for signals rank 1 never puts, on channel 2 (1 s), then on channel 1
+ * (100 ms), each on a stream of its own; channel 1's wait expires first
+ * and fails the window, channel 2's fails it again later.  The next call
+ * reports the first.  A thread makes channel 2's call (the sim's sync
+ * streams run it in the call), and channel 1's comes once channel 2's is
+ * under way: its memory operations watched, or its kernel launched (the
+ * test counts the launches, below).  Memory operations fail the window
+ * through the watchdog, kernels through their failure words. */
+static long kernel_launches; /* counted by the interposed call below */
+
+hipError_t mori_hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int gy,
+                                      unsigned int gz, unsigned int bx, unsigned int by,
+                                      unsigned int bz, unsigned int shared, hipStream_t stream,
+                                      void **params, void **extra) {
+  static hipError_t (*real)(hipFunction_t, unsigned int, unsigned int, unsigned int,
+                            unsigned int, unsigned int, unsigned int, unsigned int, hipStream_t,
+                            void **, void **);
+  if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "mori_hipModuleLaunchKernel");
+  __atomic_fetch_add(&kernel_launches, 1, __ATOMIC_RELAXED);
+  return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+struct bounded_wait {
+  mori_window *w;
+  hipStream_t s;
+  int channel, timeout_ms;
+  int rc;        /* what the call returned (-1: not yet) */
+  char err[512]; /* and its error */
+};
+
+static void *bounded_wait_from_rank_1(void *arg) {
+  struct bounded_wait *b = arg;
+  b->rc = mori_window_wait_signal(b->w, 1, b->channel, b->s, b->timeout_ms);
+  snprintf(b->err, sizeof b->err, "%s", b->rc ? mori_last_error() : "-");
+  return NULL;
+}
+
+/* Calls of this process under way: watched by the watchdog, or kernels. */
+static long under_way(void) {
+  mori_symm_signal_stats st;
+  mori_symm_signal_stats_get(&st);
+  return kernel_engine(0) ? __atomic_load_n(&kernel_launches, __ATOMIC_RELAXED) : st.watched;
+}
+
+static int failed_twice_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (open_window(ctx, "twice", &base, &w, msg, msglen)) return 1;
+  if (ctx->rank == 0) {
+    struct bounded_wait later = {w, NULL, 2, 1000, -1, ""}, first = {w, NULL, 1, 100, -1, ""};
+    long before = under_way();
+    pthread_t t;
+    CHECK(mori_hipStreamCreateWithFlags(&later.s, hipStreamNonBlocking) == hipSuccess &&
+              mori_hipStreamCreateWithFlags(&first.s, hipStreamNonBlocking) == hipSuccess,
+          "streams: %s", mori_shim_message());
+    CHECK(pthread_create(&t, NULL, bounded_wait_from_rank_1, &later) == 0, "pthread_create");
+    for (double until = now_ms() + 20000; under_way() == before && now_ms() < until;)
+      sched_yield();
+    CHECK(under_way() > before, "channel 2's wait never got under way (its call: %d, %s)",
+          later.rc, later.err);
+    bounded_wait_from_rank_1(&first);
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    /* both waits gave up (the watchdog fails a window before it releases
+     * the waits) */
+    CHECK(mori_hipStreamSynchronize(later.s) == hipSuccess &&
+              mori_hipStreamSynchronize(first.s) == hipSuccess,
+          "sync: %s", mori_shim_message());
+    int rc = mori_window_barrier(w, 0, NULL, 0);
+    char err[700];
+    snprintf(err, sizeof err, "%s", mori_last_error());
+    CHECK(ctx->store->set(ctx->store, "reported", "1", 1) == 0, "set: %s", mori_last_error());
+    CHECK(rc == MORI_ETIMEDOUT &&
+              strstr(err, "barrier: wait_signal on channel 1: rank(s) 1 never signalled within "
+                          "100 ms") != NULL,
+          "the window does not report its first failure (channel 1's, within 100 ms): %d: %s",
+          rc, err);
+    CHECK(mori_hipStreamDestroy(later.s) == hipSuccess &&
+              mori_hipStreamDestroy(first.s) == hipSuccess,
+          "stream destroy");
+  } else {
+    CHECK(await_key(ctx->store, "reported") == 0, "rank 0 never reported: %s", mori_last_error());
+  }
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "failed twice");
+}
+
+static void a_window_failed_twice_reports_its_first_failure(void **s) {
+  ranks_run(2, failed_twice_rank, NULL, 0);
+}
+
 /* A late peer within the timeout is no failure: rank 1 signals only once
  * rank 0's stream has reached its bounded barrier (an event recorded just
  * before it has passed; in sync mode the barrier runs in the call, so rank
@@ -864,6 +956,36 @@ static void alloc_on_stream_then_first_rendezvous_waits_for_its_zeroing(void **s
   ranks_run(2, late_zeroing_rank, NULL, 0);
 }
 
+/* A block zeroed on a stream, then rendezvoused by two groups: the first
+ * waits for the zeroing and gives its event back; the second has no event
+ * left to wait for (a handle kept after its release would be waited on,
+ * and fail as an unknown event). */
+static int second_group_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  hipStream_t s = NULL;
+  void *base = NULL;
+  mori_window *first = NULL, *second = NULL;
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream: %s",
+        mori_shim_message());
+  CHECK(mori_symm_alloc_on_stream(MiB, ctx->rank, s, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "first", ctx->rank, ctx->world, ctx->store, &first, NULL) == 0,
+        "the first group's rendezvous: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "second", ctx->rank, ctx->world, ctx->store, &second, NULL) ==
+            0,
+        "the second group's rendezvous: %s", mori_last_error());
+  CHECK(mori_window_barrier(second, 0, s, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync: %s", mori_shim_message());
+  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "two groups");
+}
+
+static void a_second_group_s_rendezvous_of_a_block_zeroed_on_a_stream_waits_on_no_released_event(
+    void **s) {
+  ranks_run(2, second_group_rank, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(barrier_orders_every_rank_at_2_ranks),
@@ -878,12 +1000,15 @@ int main(int argc, char **argv) {
       cmocka_unit_test(barrier_with_two_dead_peers_of_four_names_both),
       cmocka_unit_test(wait_signal_without_a_put_fails_after_its_timeout),
       cmocka_unit_test(put_signal_never_consumed_fails_after_its_timeout),
+      cmocka_unit_test(a_window_failed_twice_reports_its_first_failure),
       cmocka_unit_test(late_peer_within_the_timeout_is_no_failure),
       /* forks its ranks: before the in-process cases below start the
        * sim's stream threads in this process (ThreadSanitizer refuses
        * threads in a child forked from a multi-threaded parent) */
       cmocka_unit_test(alloc_then_rendezvous_waits_for_no_other_stream),
       cmocka_unit_test(alloc_on_stream_then_first_rendezvous_waits_for_its_zeroing),
+      cmocka_unit_test(
+          a_second_group_s_rendezvous_of_a_block_zeroed_on_a_stream_waits_on_no_released_event),
       cmocka_unit_test(alloc_waits_for_no_other_stream),
       cmocka_unit_test(alloc_on_stream_zeroes_in_that_stream_s_order),
       cmocka_unit_test(alloc_then_free_waits_for_the_work_queued_on_its_block),

@@ -51,7 +51,12 @@ struct mori_signal_args {
  * times out writes status[2 + r] = what (r: the rank it waited for),
  * status[1] = timeout_ms, and then status[0] = code, and gives up (no
  * trap: the context survives).  Nothing ever clears them: a window whose
- * kernel timed out is failed for good. */
+ * kernel timed out is failed for good, and the first failure is the one
+ * kept: a wait that times out once status[0] holds another code writes
+ * nothing (one of the same call and channel adds its rank).  The check is
+ * a plain read, not an atomic (host memory need not take the device's
+ * atomics), so two kernels giving up at one instant on two streams may
+ * still both write. */
 #define MORI_SIGNAL_STATUS_WORDS(world) (2 + (world))
 #define MORI_SIGNAL_NEVER_SIGNALLED 1u
 #define MORI_SIGNAL_NEVER_CONSUMED 2u
