@@ -79,10 +79,10 @@ static const char *const rules[RULE_COUNT] = {
     [RULE_IMPORT_GARBAGE] = "shareable handle does not name a live sim allocation",
     [RULE_NOT_MAPPED] = "address is not mapped",
     [RULE_NO_ACCESS] = "mapped memory lacks the access this needs (hipMemSetAccess)",
-    [RULE_ACCESS_FLAGS] = "access flags must be ProtNone, ProtRead or ProtReadWrite",
-    [RULE_LOCATION] = "location must be a device in range",
     [RULE_NOT_DEVICE] = "a device operand must lie in a mapping, a hipMalloc or a hipHostMalloc "
                         "block; plain host memory is only a copy's host side",
+    [RULE_ACCESS_FLAGS] = "access flags must be ProtNone, ProtRead or ProtReadWrite",
+    [RULE_LOCATION] = "location must be a device in range",
     [RULE_ALLOCATION_TYPE] = "allocation type must be pinned or uncached",
     [RULE_HIPFREE_UNKNOWN] = "pointer was not returned by hipMalloc or was already freed",
     [RULE_MEMCPY_KIND] = "copy kind must be a hipMemcpyKind",
@@ -289,12 +289,6 @@ static hipError_t sim_runtime_version(int *version) {
 
 /* ---- copies ---- */
 
-static hipError_t memcpy_locked(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
-  static const char call[] = "hipMemcpy";
-  if ((unsigned)kind > hipMemcpyDefault)
-    return mori__sim_contract(call, RULE_MEMCPY_KIND, "got %d", (int)kind);
-  if (size == 0) return hipSuccess;
-  if (dst == NULL || src == NULL)
 /* Which operands of a copy of this kind may be plain host memory: the
  * host side its kind names, either under hipMemcpyDefault (the pointer
  * says, as HIP infers it).  A valid kind. */
@@ -309,6 +303,12 @@ static unsigned host_sides(hipMemcpyKind kind) {
   return sides[kind];
 }
 
+static hipError_t memcpy_locked(void *dst, const void *src, size_t size, hipMemcpyKind kind) {
+  static const char call[] = "hipMemcpy";
+  if ((unsigned)kind > hipMemcpyDefault)
+    return mori__sim_contract(call, RULE_MEMCPY_KIND, "got %d", (int)kind);
+  if (size == 0) return hipSuccess;
+  if (dst == NULL || src == NULL)
     return mori__sim_contract(call, RULE_NULL_ARGUMENT, "dst %p, src %p", dst, src);
   unsigned host = host_sides(kind);
   hipError_t e = mori__sim_check_access(call, dst, size, 1, !!(host & MORI__SIM_HOST_DST));
@@ -340,13 +340,13 @@ static hipError_t sim_memcpy(void *dst, const void *src, size_t size, hipMemcpyK
   pthread_mutex_unlock(&mori__sim_lock);
   if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemcpy");
   struct mori__sim_op op = {.kind = MORI__SIM_OP_COPY, .dst = dst, .src = src, .size = size};
+  if (e == hipSuccess) op.host = host_sides(kind);
   return e != hipSuccess || size == 0 ? e : mori__sim_run("hipMemcpy", &op);
 }
 
 static hipError_t sim_memset(void *dst, int value, size_t size) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = memset_locked(dst, size);
-  if (e == hipSuccess) op.host = host_sides(kind);
   pthread_mutex_unlock(&mori__sim_lock);
   if (e == hipSuccess) e = mori__sim_legacy_sync("hipMemset");
   struct mori__sim_op op = {
@@ -360,13 +360,13 @@ static hipError_t sim_memcpy_async(void *dst, const void *src, size_t size, hipM
   hipError_t e = memcpy_locked(dst, src, size, kind);
   pthread_mutex_unlock(&mori__sim_lock);
   struct mori__sim_op op = {.kind = MORI__SIM_OP_COPY, .dst = dst, .src = src, .size = size};
+  if (e == hipSuccess) op.host = host_sides(kind);
   return e != hipSuccess || size == 0 ? e : mori__sim_enqueue("hipMemcpyAsync", stream, &op);
 }
 
 static hipError_t sim_memset_async(void *dst, int value, size_t size, hipStream_t stream) {
   pthread_mutex_lock(&mori__sim_lock);
   hipError_t e = memset_locked(dst, size);
-  if (e == hipSuccess) op.host = host_sides(kind);
   pthread_mutex_unlock(&mori__sim_lock);
   struct mori__sim_op op = {
       .kind = MORI__SIM_OP_FILL, .dst = dst, .value = (uint32_t)value, .size = size};

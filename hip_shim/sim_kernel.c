@@ -318,11 +318,11 @@ hipError_t mori__sim_launch(hipFunction_t f, unsigned int gx, unsigned int gy, u
 struct host_block {
   struct host_block *next;
   void *p;
+  size_t size; /* what was asked for: the device may touch no byte past it */
 };
 static struct host_block *host_blocks; /* under mori__sim_lock */
 
 hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) {
-  size_t size; /* what was asked for: the device may touch no byte past it */
   static const char call[] = "hipHostMalloc";
   if (ptr == NULL) return mori__sim_contract(call, RULE_NULL_ARGUMENT, "ptr");
   if (flags & ~(unsigned)(hipHostMallocPortable | hipHostMallocMapped))
@@ -338,19 +338,15 @@ hipError_t mori__sim_host_malloc(void **ptr, size_t size, unsigned int flags) {
   }
   memset(p, HOST_MALLOC_FILL, size);
   b->p = p;
+  b->size = size;
   pthread_mutex_lock(&mori__sim_lock);
   b->next = host_blocks;
   host_blocks = b;
   pthread_mutex_unlock(&mori__sim_lock);
-  b->size = size;
   *ptr = p;
   return hipSuccess;
 }
 
-hipError_t mori__sim_host_free(void *ptr) {
-  if (ptr == NULL) return hipSuccess;
-  struct host_block *b = NULL;
-  pthread_mutex_lock(&mori__sim_lock);
 size_t mori__sim_host_block_rest(uintptr_t addr) {
   for (const struct host_block *b = host_blocks; b != NULL; b = b->next)
     if (addr >= (uintptr_t)b->p && addr - (uintptr_t)b->p < b->size)
@@ -358,6 +354,10 @@ size_t mori__sim_host_block_rest(uintptr_t addr) {
   return 0;
 }
 
+hipError_t mori__sim_host_free(void *ptr) {
+  if (ptr == NULL) return hipSuccess;
+  struct host_block *b = NULL;
+  pthread_mutex_lock(&mori__sim_lock);
   for (struct host_block **q = &host_blocks; *q != NULL; q = &(*q)->next)
     if ((*q)->p == ptr) {
       b = *q;

@@ -148,15 +148,15 @@ static int answer_join(const mori_window *w, mori_store *store, hex_id *answered
   MORI_GUARD(join_key(key, sizeof key, w->group, r));
   int rc = mori__sealed_get(store, key, &join, &len, 0, "a join");
   if (rc == MORI_ETIMEDOUT) return 0; /* not joined yet */
+  /* not this job's (another's, an earlier run's with another secret, a
+   * forgery): never answered; a leader that times out says why */
+  if (rc == MORI_EAUTH) return 0;
   if (rc != 0) return rc;
   int fresh = is_hex_id(join, len) && memcmp(join, answered[r], ID_HEX) != 0;
   if (fresh) {
     if (answered[r][0])
       MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
                "group %s: rank %d joined again; its join %s was stale (an earlier run's)",
-  /* not this job's (another's, an earlier run's with another secret, a
-   * forgery): never answered; a leader that times out says why */
-  if (rc == MORI_EAUTH) return 0;
                w->group, r, answered[r]);
     memcpy(answered[r], join, ID_HEX);
   }
@@ -332,16 +332,16 @@ static int answer_differs(const mori_window *w, mori_store *store, int r, const 
   if (answer_key(key, sizeof key, w->group, r, nonce) != 0 ||
       store->get(store, key, &v, &len, 0) != 0)
     return 0;
+  if (mori__unseal(key, v, &len, "an answer") != 0) { /* not this job's: says nothing */
+    free(v);
+    return 0;
+  }
   int differs = is_hex_id(v, len) && memcmp(v, w->incarnation, ID_HEX) != 0;
   if (differs) {
     memcpy(other, v, ID_HEX);
     other[ID_HEX] = '\0';
   }
   free(v);
-  if (mori__unseal(key, v, &len, "an answer") != 0) { /* not this job's: says nothing */
-    free(v);
-    return 0;
-  }
   return differs;
 }
 
@@ -387,12 +387,6 @@ static int ids_differ(const mori_window *w, mori_store *store, hex_id *answering
   return 0;
 }
 
-/* Gets what/<r> for every rank r != self.  Waits on one key at a time in
- * short slices, so that an abort key published by a failing peer ends the
- * wait early; on a timeout names every rank still missing.  A leader in
- * its first rendezvous also answers joins while it waits, so it looks at
- * every missing rank in each pass and sleeps on any change in between. */
-static int gather(mori_window *w, mori_store *store, const char *what, void **vals, size_t *lens,
 /* Why a leader's wait for its first requests may have timed out, when the
  * store says more: the join of a missing rank is not this job's (sealed
  * with another secret, or not sealed where this job has one, or sealed
@@ -417,6 +411,12 @@ static int join_refused(const mori_window *w, mori_store *store, void *const *va
   return 0;
 }
 
+/* Gets what/<r> for every rank r != self.  Waits on one key at a time in
+ * short slices, so that an abort key published by a failing peer ends the
+ * wait early; on a timeout names every rank still missing.  A leader in
+ * its first rendezvous also answers joins while it waits, so it looks at
+ * every missing rank in each pass and sleeps on any change in between. */
+static int gather(mori_window *w, mori_store *store, const char *what, void **vals, size_t *lens,
                   int timeout_ms, hex_id *answering, int stop_on_abort, const char *or_what) {
   char key[KEY_MAX], missing[256] = "";
   int remaining = w->world_size - 1;
@@ -546,13 +546,13 @@ int mori__publish_request(mori_window *w, mori_store *store, const mori_request 
   uint8_t buf[MORI_WIRE_REQUEST_MAX];
   size_t len = 0;
   char key[KEY_MAX];
+  mori__seal_note(w->rank, w->id);
   MORI_GUARD(incarnation_get(w, store, mori_symm_timeout_ms()));
   int wrc = mori_wire_encode_request(q, buf, sizeof buf, &len);
   if (wrc != 0) return mori__error(MORI_EPROTO, "encode request: %s", mori_wire_strerror(wrc));
   MORI_GUARD(mori__store_key(key, sizeof key, w, "req", w->rank));
   return mori__sealed_set(store, key, buf, len);
 }
-  mori__seal_note(w->rank, w->id);
 
 int mori__gather_requests(mori_window *w, mori_store *store, mori_request *reqs,
                           int timeout_ms) {
