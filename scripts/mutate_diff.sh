@@ -11,11 +11,17 @@ if [ -z "$scratch" ]; then
 fi
 src=$scratch/src
 build=$scratch/build
-rm -rf "$src"
-mkdir -p "$src"
-if [ -n "$rev" ]; then
+# A kept scratch tree of the same revision, left unmutated, is used again
+# as it is (its build is up to date); any other is made afresh.
+if [ -n "$rev" ] && [ -f "$scratch/clean" ] && [ "$(cat "$scratch/clean")" = "$(git rev-parse "$rev")" ]; then
+  :
+elif [ -n "$rev" ]; then
+  rm -rf "$src" "$scratch/clean"
+  mkdir -p "$src"
   git archive "$rev" | tar -xmf - -C "$src" || { echo "mutate: no tree for $rev" >&2; exit 2; }
 else
+  rm -rf "$src" "$scratch/clean"
+  mkdir -p "$src"
   git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xmf - -C "$src"
 fi
 echo "mutate: scratch $src (${rev:-working tree}), mutants of git diff $diff_base${rev:+..$rev}"
@@ -47,6 +53,7 @@ if ! cmake -S "$src" -B "$build" -G Ninja -DMORI_WERROR=OFF -DCMAKE_LINK_DEPENDS
   echo "mutate: the unmutated tree does not build ($scratch/build.log)" >&2
   exit 2
 fi
+[ -n "$rev" ] && git rev-parse "$rev" >"$scratch/clean"
 
 # The ctest arguments of the longest prefix of tests/mutants/nearest.tsv
 # that path starts with ("*": the wider set).
@@ -73,23 +80,48 @@ with_broken() { # ctest arguments, with the broken tests excluded
 # A mutant may leave ranks running (a hung child whose parent the timeout
 # killed): every process still running a program of the scratch build is
 # ended before the next mutant.
-reap() {
+ours() { # the processes running a program of the scratch build
   local p e
   for p in /proc/[0-9]*; do
     e=$(readlink "$p/exe" 2>/dev/null) || continue
-    case "$e" in "$build"/*) kill -9 "${p#/proc/}" 2>/dev/null ;; esac
+    case "$e" in "$build"/*) echo "${p#/proc/}" ;; esac
   done
 }
+reap() {
+  local p
+  for p in $(ours); do kill -9 "$p" 2>/dev/null; done
+}
+# A mutant that forks without end would starve the machine's other users:
+# each test run has a session of its own, and past this many processes in
+# it the whole session is killed and the mutant counts as killed (the
+# suite would see it fail).
+max_procs=200
 # run_tests LOG ARGS...: sets verdict (killed, timeout, pass, none) and by
 run_tests() {
   local log=$1
   shift
   local args
   mapfile -t args < <(with_broken "$@")
-  timeout $((cap * 4)) nice ctest --test-dir "$build" --stop-on-failure -j "$jobs" --timeout "$cap" \
-    "${args[@]}" >"$log" 2>&1
-  local rc=$?
+  setsid timeout $((cap * 4)) nice ctest --test-dir "$build" --stop-on-failure -j "$jobs" \
+    --timeout "$cap" "${args[@]}" >"$log" 2>&1 &
+  local sid=$! rc n runaway=0
+  while kill -0 "$sid" 2>/dev/null; do
+    n=$(pgrep -c -s "$sid")
+    if [ "$n" -gt "$max_procs" ]; then
+      runaway=$n
+      pkill -9 -s "$sid"
+      pkill -9 -s "$sid"
+    fi
+    sleep 0.2
+  done
+  wait "$sid"
+  rc=$?
+  pkill -9 -s "$sid"
   reap
+  if [ "$runaway" -gt 0 ]; then
+    verdict=killed by="runaway: $runaway processes"
+    return
+  fi
   by=$(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (\(.*\))$/\1 (\2)/p' "$log" | head -1)
   if grep -q "No tests were found" "$log"; then
     verdict=none
@@ -102,17 +134,24 @@ run_tests() {
   fi
 }
 
-echo "mutate: $total mutants; checking the tests they use on the unmutated tree"
 mapfile -t files < <(grep -v '^#' "$scratch/mutants.tsv" | cut -f2 | sort -u)
-for f in "*" "${files[@]}"; do
+# the verdict on the unmutated tree is kept with a kept scratch tree of a
+# revision: a run again with the same files need not look again
+checked=$scratch/broken.$(printf '%s\n' "${rev:+$(git rev-parse "$rev")}" "${files[@]}" | cksum | cut -d' ' -f1)
+[ -n "$rev" ] && [ -f "$checked" ] && broken=$(cat "$checked") && files=() &&
+  echo "mutate: $total mutants; the tests they use were checked before ($checked)"
+[ ${#files[@]} -gt 0 ] && echo "mutate: $total mutants; checking the tests they use on the unmutated tree"
+for f in ${files[@]:+"*"} "${files[@]}"; do
   a=$(nearest "$f")
   [ -n "$a" ] || continue
   # shellcheck disable=SC2086 # the map's ctest arguments are words
   ctest --test-dir "$build" -j "$jobs" --timeout "$cap" $a >"$scratch/baseline.log" 2>&1
-  for t in $(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (.*)$/\1/p' "$scratch/baseline.log"); do
-    case "|$broken|" in *"|$t|"*) ;; *) broken=${broken:+$broken|}$(printf '%s' "$t" | sed 's/[.+]/\\&/g') ;; esac
+  for t in $(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (.*)$/\1/p' "$scratch/baseline.log" |
+             sed 's/[.+]/\\&/g'); do
+    case "|$broken|" in *"|$t|"*) ;; *) broken=${broken:+$broken|}$t ;; esac
   done
 done
+[ -n "$rev" ] && printf '%s' "$broken" >"$checked"
 [ -n "$broken" ] && echo "mutate: failing before any mutant, left out: $broken"
 
 report=$scratch/report.tsv
@@ -131,6 +170,8 @@ while IFS=$'\t' read -r key file line rule why before after; do
     equiv=$((equiv + 1))
   else
     cp "$src/$file" "$scratch/original"
+    rm -f "$scratch/clean.$$"
+    [ -f "$scratch/clean" ] && mv "$scratch/clean" "$scratch/clean.$$"
     if ! "${gen[@]}" apply "$scratch/mutants.tsv" "$key" "$src" 2>"$scratch/apply.log"; then
       result=stale by=$(cat "$scratch/apply.log")
       stale=$((stale + 1))
@@ -152,6 +193,7 @@ while IFS=$'\t' read -r key file line rule why before after; do
     fi
     cp "$scratch/original" "$src/$file"
     touch "$src/$file" # the next build sees the file changed back
+    [ -f "$scratch/clean.$$" ] && mv "$scratch/clean.$$" "$scratch/clean"
   fi
   printf '[%d/%d] %-8s %s:%s %s (%ds) %s\n' "$n" "$total" "$result" "$file" "$line" "$rule" \
     $(($(date +%s) - t0)) "$by"

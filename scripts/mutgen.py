@@ -369,8 +369,9 @@ def cmd_list(a):
         wanted = read_keyed(a.keys, 0)
         rows = [r for r in rows if r[0] in wanted]
     elif a.sample and a.sample < len(rows):
+        # in the order drawn: the first k of a sample of N are the sample
+        # of k with the same seed, so a run cut short is a smaller sample
         rows = random.Random(a.seed).sample(rows, a.sample)
-        rows.sort(key=lambda r: (r[1], r[2], r[0]))
     else:
         rows.sort(key=lambda r: (r[1], r[2], r[0]))
     equivalent = read_keyed(a.equivalent, 1)
