@@ -31,6 +31,7 @@ PY_KWARG = re.compile(r"[(,]\s*(" + NAME + r")\s*=(?!=)")
 NOT_ENV = {
     "MORI_SYMM": "the backend's second registered name (torch/csrc/allocator.cpp)",
     "MORI_FI_UNSET": "a placeholder entry a sweep keeps its child's environment array whole with",
+    "MORI_STORE_KEY_MAX": "the longest key every store takes (core/include/mori/store.h), named in a message",
 }
 
 

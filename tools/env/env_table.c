@@ -217,6 +217,9 @@ const mori_env_var mori_env_vars[] = {
      "the stand-in hiprtc refuses every program, with a log, as a runtime without a device "
      "compiler would",
      "tests/hipstub"},
+    {"MORI_STUB_LOG", MORI_ENV_TESTS, "PATH", "none",
+     "where the stand-in cmake and ctest of the test.sh selftest log what they were asked",
+     "tests/selftest"},
     {"MORI_TEST_LOAD_HIP", MORI_ENV_TESTS, "PATH", "none",
      "a runtime test_bringup loads first, as torch does",
      "tests/hipstub"},
