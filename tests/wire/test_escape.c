@@ -6,6 +6,7 @@
  */
 #include "mori_cmocka.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "mori/error_internal.h"
@@ -92,6 +93,18 @@ static void output_is_bounded_and_never_cut_inside_an_escape(void **s) {
   assert_string_equal(euro, "");
 }
 
+/* The text is cut where the room its longest tail ("... (N bytes)", N of
+ * 20 digits) leaves ends, not a character sooner: that tail and the NUL end
+ * the buffer exactly. */
+static void a_cut_text_keeps_all_the_room_its_longest_tail_leaves(void **s) {
+  (void)s;
+  char in[64], out[48];
+  memset(in, 'a', sizeof in);
+  mori__escape(out, sizeof out, in, SIZE_MAX, sizeof in);
+  assert_string_equal(out, "aaaaaaaaaaaaaaa... (18446744073709551615 bytes)");
+  assert_int_equal(strlen(out), sizeof out - 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(c0_controls_are_escaped),
@@ -102,6 +115,7 @@ int main(void) {
       cmocka_unit_test(the_backslash_is_escaped),
       cmocka_unit_test(valid_utf8_text_is_kept),
       cmocka_unit_test(output_is_bounded_and_never_cut_inside_an_escape),
+      cmocka_unit_test(a_cut_text_keeps_all_the_room_its_longest_tail_leaves),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
