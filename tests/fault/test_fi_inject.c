@@ -391,6 +391,43 @@ static void release_all_of_two_failing_blocks_reports_the_first_failure(void **s
              m);
 }
 
+/* A block and its window (a world of one), then the block's free, whose
+ * teardown unwinds the window's ledger and then the block's. */
+static int rendezvous_then_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  void *p = NULL;
+  mori_window *w = NULL;
+  const char *step = "alloc";
+  char extra[64];
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_symm_alloc(MiB, ctx->rank, &p);
+  if (rc == 0)
+    step = "rendezvous",
+    rc = mori_symm_rendezvous(p, "g", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  if (rc == 0) step = "free", rc = mori_symm_free(p);
+  snprintf(extra, sizeof extra, "step=%s", step);
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+/* A teardown whose window fails (its slot's unmap, call 1) and whose block
+ * fails after it (its mapping's unmap, call 3; each tried again, so
+ * nothing leaks): the free reports the window's failure, the first, not
+ * the block's that came later. */
+static void a_teardown_whose_window_and_block_both_fail_reports_the_window_s(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  const char *spec = "hipMemUnmap#1=hipErrorUnmapFailed; hipMemUnmap#3=hipErrorInvalidValue";
+  fh_run(spec, 1, rendezvous_then_free_rank, NULL, res, -1);
+  print_message("%s\n", res[0].msg);
+  fh_assert_clean(spec, res, 1, -1);
+  const char *m = res[0].msg;
+  if (strstr(m, "step=free") == NULL || strstr(m, "rc=0 ") != NULL ||
+      strstr(m, "hipErrorUnmapFailed") == NULL || strstr(m, "(call 1 of hipMemUnmap") == NULL ||
+      strstr(m, "(call 3 of hipMemUnmap") != NULL)
+    fail_msg("the free does not report the window's failure (call 1 of hipMemUnmap) alone: %s",
+             m);
+}
+
 /* A block zeroed on a stream, then (arg non-NULL) a rendezvous and a
  * barrier on that stream, then its free. */
 static int zeroed_on_a_stream_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
@@ -570,6 +607,7 @@ int main(void) {
       cmocka_unit_test(a_failed_step_whose_rollback_also_fails_leads_with_its_cause),
       cmocka_unit_test(release_all_of_two_failing_blocks_reports_the_first_failure),
       cmocka_unit_test(a_refused_destroy_of_the_zeroing_event_fails_neither_rendezvous_nor_free),
+      cmocka_unit_test(a_teardown_whose_window_and_block_both_fail_reports_the_window_s),
       cmocka_unit_test(launcher_tells_a_stuck_rank_from_a_slow_one),
       cmocka_unit_test(malformed_mori_fi_stops_the_program_naming_the_column),
   };
