@@ -83,11 +83,20 @@ def main() -> int:
         ok(shim.mori_hipStreamSynchronize(None), "sync")
         timed("export fd", lambda: ok(shim.mori_hipMemExportToShareableHandle(
             C.byref(fd), h, 1, C.c_ulonglong(0)), "export"))
-        ok(shim.mori_close(fd), "close")
+        timed("close exported fd (handle held)", lambda: ok(shim.mori_close(fd), "close"))
+        ok(shim.mori_hipMemExportToShareableHandle(C.byref(fd), h, 1, C.c_ulonglong(0)), "export")
         timed("unmap + free + release", lambda: (
             ok(shim.mori_hipMemUnmap(va, C.c_size_t(size)), "unmap"),
             ok(shim.mori_hipMemAddressFree(va, C.c_size_t(size)), "address free"),
             ok(shim.mori_hipMemRelease(h), "release")))
+        # the teardown's order: the exported fd is closed after the final release
+        timed("close exported fd (after the release)", lambda: ok(shim.mori_close(fd), "close"))
+        d = C.c_void_p()
+        timed("hipMalloc (256 bytes)", lambda: ok(shim.mori_hipMalloc(C.byref(d), C.c_size_t(256)),
+                                                   "hipMalloc"))
+        timed("hipFree (256 bytes)", lambda: ok(shim.mori_hipFree(d), "hipFree"))
+        tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"alloc_steps.{os.getpid()}")
+        timed("mkdir + rmdir (TMPDIR)", lambda: (os.mkdir(tmp), os.rmdir(tmp)))
         p = C.c_void_p()
         timed("mori_symm_alloc (1 MiB)",
               lambda: ok(core.mori_symm_alloc(C.c_size_t(1 << 20), 0, C.byref(p)), "alloc"))
