@@ -84,6 +84,11 @@ static void an_abort_planted_with_control_characters_arrives_escaped_and_bounded
     print_message("rank %d: %.200s...\n", r, sec_err(res[r].msg));
     if (sec_num(res[r].msg, "rc") == 0) fail_msg("rank %d succeeded: %s", r, res[r].msg);
     assert_escaped_and_bounded(r, res[r].msg);
+    /* the wait the abort ended comes first, then the peer's cause */
+    if (!strstr(sec_err(res[r].msg), "a peer failed while this rank waited for fd datagrams: "
+                                     "\\x1b]0;owned"))
+      fail_msg("rank %d's error does not name its wait, then the peer's cause: %.300s", r,
+               sec_err(res[r].msg));
   }
   scene_close(&sc);
 }
