@@ -311,6 +311,29 @@ static void a_store_dir_root_owns_and_anyone_may_write_is_refused(void **s) {
     fail_msg("the refused %s is not left as it was", dirs[0]);
 }
 
+/* ---- stdin closed ---- */
+
+/* A launcher started with stdin closed: fd 0 is the first free one, so its
+ * directory's fds may be 0, which is an fd like any other: the launch
+ * works, its directory is emptied and removed, and fd 0 is closed again. */
+static void a_launch_with_stdin_closed_works_and_leaves_nothing(void **s) {
+  fixture *f = *s;
+  mori_rank_result res[2];
+  int saved = dup(0);
+  assert_true(saved >= 0);
+  setenv("TMPDIR", f->lair, 1);
+  close(0);
+  int failed = mori_launch(2, nothing, NULL, 60000, res);
+  int zero_open = fcntl(0, F_GETFD) != -1;
+  (void)dup2(saved, 0);
+  close(saved);
+  unsetenv("TMPDIR");
+  if (failed != 0) fail_msg("with stdin closed, the launch failed: %s", res[0].msg);
+  if (sec_count_entries(f->lair) != 0)
+    fail_msg("with stdin closed, the launch left its directory in TMPDIR %s", f->lair);
+  if (zero_open) fail_msg("with stdin closed, the launch left fd 0 open");
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -320,6 +343,8 @@ int main(int argc, char **argv) {
           the_removal_never_follows_a_symlink_swapped_in_for_the_launch_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(a_launch_dir_made_but_not_held_is_removed, setup, teardown),
       cmocka_unit_test_setup_teardown(a_store_dir_root_owns_and_anyone_may_write_is_refused, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_launch_with_stdin_closed_works_and_leaves_nothing, setup,
                                       teardown),
   };
   return mori_run_tests(argc, argv, tests);
