@@ -409,21 +409,21 @@ static int rendezvous_then_free_rank(const mori_rank_ctx *ctx, char *msg, size_t
   return fh_report(msg, msglen, fds0, rc, extra);
 }
 
-/* A teardown whose window fails (its slot's unmap, call 1) and whose block
- * fails after it (its mapping's unmap, call 3; each tried again, so
- * nothing leaks): the free reports the window's failure, the first, not
- * the block's that came later. */
+/* A teardown whose window fails (its slot's unmap, the first hipMemUnmap)
+ * and whose block fails after it (its handle's release, the one
+ * hipMemRelease; each tried again, so nothing leaks): the free reports the
+ * window's failure, the first, not the block's that came later. */
 static void a_teardown_whose_window_and_block_both_fail_reports_the_window_s(void **s) {
   (void)s;
   mori_rank_result res[1];
-  const char *spec = "hipMemUnmap#1=hipErrorUnmapFailed; hipMemUnmap#3=hipErrorInvalidValue";
+  const char *spec = "hipMemUnmap#1=hipErrorUnmapFailed; hipMemRelease#1=hipErrorInvalidValue";
   fh_run(spec, 1, rendezvous_then_free_rank, NULL, res, -1);
   print_message("%s\n", res[0].msg);
   fh_assert_clean(spec, res, 1, -1);
   const char *m = res[0].msg;
   if (strstr(m, "step=free") == NULL || strstr(m, "rc=0 ") != NULL ||
       strstr(m, "hipErrorUnmapFailed") == NULL || strstr(m, "(call 1 of hipMemUnmap") == NULL ||
-      strstr(m, "(call 3 of hipMemUnmap") != NULL)
+      strstr(m, "hipMemRelease") != NULL)
     fail_msg("the free does not report the window's failure (call 1 of hipMemUnmap) alone: %s",
              m);
 }
