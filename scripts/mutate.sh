@@ -22,10 +22,12 @@
 #
 # --rev REV mutates and tests REV's tree (git archive), not the working
 # tree; --sample N takes N mutants drawn with --seed S (default 1) from all
-# of them; --rerun REPORT takes the survivors of an earlier report again
-# (by key).  The tests nearest the file (tests/mutants/nearest.tsv) run
-# first, then, for a survivor, the wider set; each ctest run is capped at
-# --timeout seconds (default 90).  Equivalent mutants
+# of them, run in the order drawn (a run cut short after k is the sample of
+# k); --rerun REPORT takes the survivors of an earlier report again, --keys
+# FILE the mutants whose keys start its lines.  The tests nearest the file
+# (tests/mutants/nearest.tsv) run first, then, for a survivor, the wider
+# set; each test is capped at --timeout seconds (default 90), a mutant's
+# tests at four times that.  Equivalent mutants
 # (tests/mutants/equivalent.tsv) are listed, not run, and not counted.
 set -uo pipefail
 set -f # ctest arguments are regular expressions, never globs
@@ -48,7 +50,7 @@ while [ $# -gt 0 ]; do
     --timeout) cap=$2; shift 2 ;;
     --report) report_out=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) filter=$1; shift ;;
   esac
 done

@@ -159,7 +159,7 @@ printf '# key\tfile\tline\trule\tresult\tby\tmutated line\n' >"$report"
 declare -A k_area s_area
 killed=0 survived=0 nobuild=0 timedout=0 equiv=0 stale=0 n=0
 start=$(date +%s)
-while IFS=$'\t' read -r key file line rule why before after; do
+while IFS=$'\t' read -r key file line rule why _before after; do
   case "$key" in ''|'#'*) continue ;; esac
   n=$((n + 1))
   t0=$(date +%s)
@@ -210,6 +210,6 @@ for a in $(printf '%s\n' "${!k_area[@]}" "${!s_area[@]}" | sort -u); do
   printf 'mutate: %-12s %3d killed %3d survived  %d%%\n' "$a/" "$k" "$s" $((100 * k / (k + s)))
 done
 echo "mutate: $n mutants (of git diff $diff_base${rev:+..$rev}${sel[*]:+, ${sel[*]}}): $killed killed, $timedout timed out, $survived survived, $nobuild did not build, $equiv equivalent, $stale stale; score $((score / 10)).$((score % 10))% ($((killed + timedout))/$counted) in $(($(date +%s) - start)) s"
-out=${report_out:-$scratch/../mutate-diff-report.tsv}
-cp "$report" "$out" && echo "mutate: table in $out"
+copy=${report_out:-$scratch/../mutate-diff-report.tsv}
+cp "$report" "$copy" && echo "mutate: table in $copy"
 [ "$survived" -eq 0 ]
