@@ -56,6 +56,11 @@ static void a_range_holds_its_ends_and_nothing_past_them(void **s) {
   assert_non_null(strstr(why, "1 to 1024"));
   assert_int_equal(size_of("16G", 16LL << 30), 16LL << 30);
   assert_int_equal(size_of("16777217K", 16LL << 30), -1);
+  /* the contract is -1 with why, whichever check refused it */
+  assert_int_equal(mori_value_size("16777217K", 0, 16LL << 30, &v, why, sizeof why), -1);
+  assert_int_equal(mori_value_size("99999999999999999999", 0, 16LL << 30, &v, why, sizeof why), -1);
+  assert_int_equal(mori_value_size("8X", 0, 16LL << 30, &v, why, sizeof why), -1);
+  assert_int_equal(mori_value_size("", 0, 16LL << 30, &v, why, sizeof why), -1);
 }
 
 static void a_version_reads_each_field_and_defaults_the_patch(void **s) {
