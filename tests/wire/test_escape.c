@@ -105,6 +105,19 @@ static void a_cut_text_keeps_all_the_room_its_longest_tail_leaves(void **s) {
   assert_int_equal(strlen(out), sizeof out - 1);
 }
 
+/* What a group name must be: text a terminal shows as itself, which is
+ * what the escape would leave as it is. */
+static void plain_text_is_what_the_escape_keeps(void **s) {
+  (void)s;
+  static const char *const refused[] = {"a\x7f", "a\x1b[2J", "\x9b", "\xc2\x9b", "a\\b",
+                                        "\xff", "\t"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    assert_false(mori__text_is_plain(refused[i], strlen(refused[i])));
+  static const char *const kept[] = {"group-0", "~/.a_b=c,d@e+f", "gr\xc3\xbcppe", " "};
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+    assert_true(mori__text_is_plain(kept[i], strlen(kept[i])));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(c0_controls_are_escaped),
@@ -116,6 +129,7 @@ int main(void) {
       cmocka_unit_test(valid_utf8_text_is_kept),
       cmocka_unit_test(output_is_bounded_and_never_cut_inside_an_escape),
       cmocka_unit_test(a_cut_text_keeps_all_the_room_its_longest_tail_leaves),
+      cmocka_unit_test(plain_text_is_what_the_escape_keeps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
