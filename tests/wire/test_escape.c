@@ -105,6 +105,15 @@ static void a_cut_text_keeps_all_the_room_its_longest_tail_leaves(void **s) {
   assert_int_equal(strlen(out), sizeof out - 1);
 }
 
+/* A buffer of no room gets nothing written, not even its terminator. */
+static void no_room_writes_nothing(void **s) {
+  (void)s;
+  char out[8];
+  memset(out, 'z', sizeof out);
+  assert_ptr_equal(mori__escape(out, 0, "abc", 3, 3), out);
+  for (size_t i = 0; i < sizeof out; i++) assert_int_equal(out[i], 'z');
+}
+
 /* What a group name must be: text a terminal shows as itself, which is
  * what the escape would leave as it is. */
 static void plain_text_is_what_the_escape_keeps(void **s) {
@@ -130,6 +139,7 @@ int main(void) {
       cmocka_unit_test(output_is_bounded_and_never_cut_inside_an_escape),
       cmocka_unit_test(a_cut_text_keeps_all_the_room_its_longest_tail_leaves),
       cmocka_unit_test(plain_text_is_what_the_escape_keeps),
+      cmocka_unit_test(no_room_writes_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
