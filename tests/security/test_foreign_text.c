@@ -29,6 +29,15 @@ static void assert_no_raw_byte(int rank, const char *line) {
                (int)((const char *)p - err), err);
 }
 
+/* No rank succeeded, and what each says carries no raw byte. */
+static void assert_every_rank_failed_escaped(const mori_rank_result *res) {
+  for (int r = 0; r < WORLD; r++) {
+    print_message("rank %d: %.300s\n", r, sec_err(res[r].msg));
+    if (sec_num(res[r].msg, "rc") == 0) fail_msg("rank %d succeeded: %s", r, res[r].msg);
+    assert_no_raw_byte(r, res[r].msg);
+  }
+}
+
 /* Every store operation of this rank runs without the launcher's job
  * secret, so that a value rewritten below is taken as it is written: the
  * decoder, not the seal, is what this file pins. */
@@ -64,11 +73,7 @@ static void a_forged_socket_name_with_8_bit_csi_gives_an_escaped_error(void **s)
   plan.rank[0].rewrite = forge_the_socket_name;
   mori_rank_result res[WORLD];
   sec_launch(dir, WORLD, &plan, res);
-  for (int r = 0; r < WORLD; r++) {
-    print_message("rank %d: %.300s\n", r, sec_err(res[r].msg));
-    if (sec_num(res[r].msg, "rc") == 0) fail_msg("rank %d succeeded: %s", r, res[r].msg);
-    assert_no_raw_byte(r, res[r].msg);
-  }
+  assert_every_rank_failed_escaped(res);
   if (!strstr(res[0].msg, "request from rank 1 rejected: bad socket name"))
     fail_msg("rank 0 does not refuse rank 1's forged request: %s", sec_err(res[0].msg));
   sec_remove_tree(dir);
@@ -86,11 +91,7 @@ static void a_socket_base_outside_the_request_set_is_refused_shown_escaped(void 
   plan.rank[1].socket_dir = base;
   mori_rank_result res[WORLD];
   sec_launch(dir, WORLD, &plan, res);
-  for (int r = 0; r < WORLD; r++) {
-    print_message("rank %d: %.300s\n", r, sec_err(res[r].msg));
-    if (sec_num(res[r].msg, "rc") == 0) fail_msg("rank %d succeeded: %s", r, res[r].msg);
-    assert_no_raw_byte(r, res[r].msg);
-  }
+  assert_every_rank_failed_escaped(res);
   if (!strstr(res[1].msg, "so\\x9bcket base/") ||
       !strstr(res[1].msg, "has a character outside " MORI_WIRE_SOCKET_CHARS))
     fail_msg("rank 1 does not refuse its socket base by name: %s", sec_err(res[1].msg));
