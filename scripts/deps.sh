@@ -11,7 +11,7 @@ set -euo pipefail
 # python3-venv and python3-pip: tests/python installs the package's wheel
 # and a stand-in of AMD's mori into a fresh venv (local wheels, no index).
 # libssl-dev: OpenSSL's libcrypto, whose HMAC-SHA256 seals a job's store
-# entries (core/src/seal.c; without it the build has no job seal).
+# entries (core/src/rendezvous/seal.c; without it the build has no job seal).
 pkgs=(cmake ninja-build gcc clang libcmocka-dev valgrind afl++ libclang-rt-14-dev python3 pkgconf
       libamdhip64-5 libhiprtc-builtins5 libamdhip64-dev python3-venv python3-pip libssl-dev)
 missing=()

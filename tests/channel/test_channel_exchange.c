@@ -373,7 +373,7 @@ static void forked_ranks_leave_no_socket_or_directory_behind(void **state) {
   closedir(d);
 }
 
-/* The library grows the process's fd table once, at load (core/src/os.c):
+/* The library grows the process's fd table once, at load (core/src/base/os.c):
  * a rendezvous that takes the fd past the table's size in a multi-threaded
  * process would wait out an RCU grace period in that call.  FDSize in
  * /proc/self/status is the table's size. */

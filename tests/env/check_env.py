@@ -36,7 +36,7 @@ NOT_ENV = {
 
 
 def error_names(root):
-    """The error codes' names (core/src/error.c's table prints them)."""
+    """The error codes' names (core/src/base/error.c's table prints them)."""
     path = os.path.join(root, "core/include/mori/error.h")
     if not os.path.exists(path):
         return set()

@@ -9,6 +9,12 @@ resolved against the repository's own files (a system header is nobody's
 edge); link edges come from each CMakeLists.txt's target_link_libraries and
 the folder whose CMakeLists.txt defines the linked target.
 
+Inside core/, the same rule holds between its subsystems (CORE_LAYERS:
+the folders of core/src, and the files at core/src's top above them): a
+file of core/src may include a header of its own subsystem or of a lower
+one, never a sibling's or a higher one's.  Since every edge must point
+strictly down, the rule admits no cycle; a cycle is reported as such.
+
     check_layers.py SOURCE_DIR            exit 0, or 1 listing every bad edge
     check_layers.py SOURCE_DIR --graph    print the folder graph it found
 """
@@ -31,12 +37,60 @@ LAYERS = {
     "tests": 5,
 }
 
+# core/src's subsystems, bottom up (core/src/base/base.h says what each
+# holds); "core/src" is the files at its top (process.c).  A file elsewhere
+# in core/ (internal/, include/, kernels/) is below them all.
+CORE_LAYERS = {
+    "core/src/base": 0,
+    "core/src/alloc": 1,
+    "core/src/signal": 2,
+    "core/src/rendezvous": 3,
+    "core/src": 4,
+}
+
 SKIP_DIRS = {".git", "docs", "scripts", "cmake"}
 SOURCE_EXT = (".c", ".h", ".cpp", ".hpp", ".cc")
 
 
 def folder_of(rel):
     return rel.split(os.sep, 1)[0]
+
+
+def subsystem_of(rel):
+    """The core subsystem a file of core/src is in, or None."""
+    d = os.path.dirname(rel).replace(os.sep, "/")
+    while d and d not in CORE_LAYERS:
+        d = os.path.dirname(d)
+    return d or None
+
+
+def find_cycle(edges):
+    """One cycle of the graph edges ({(a, b): where}) as a list, or None."""
+    succ = {}
+    for a, b in edges:
+        succ.setdefault(a, []).append(b)
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(succ.get(n, [])):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                c = visit(m)
+                if c:
+                    return c
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(succ):
+        if n not in state:
+            c = visit(n)
+            if c:
+                return c
+    return None
 
 
 def walk(root):
@@ -65,10 +119,17 @@ def main(argv):
             by_suffix.setdefault("/".join(parts[i:]), []).append(f)
 
     edges = {}  # (from, to) -> first "file:line" that makes it
+    core_edges = {}  # the same between core/src's subsystems
 
     def edge(src_folder, dst_folder, where):
         if src_folder != dst_folder:
             edges.setdefault((src_folder, dst_folder), where)
+
+    def include_edge(src, dst, where):
+        edge(folder_of(src), folder_of(dst), where)
+        a, b = subsystem_of(src), subsystem_of(dst)
+        if a is not None and b is not None and a != b:
+            core_edges.setdefault((a, b), where)
 
     inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
     for f in files:
@@ -83,11 +144,10 @@ def main(argv):
                 # a header beside the file wins, as the compiler finds it
                 here = os.path.normpath(os.path.join(os.path.dirname(f), name))
                 if here in files:
-                    edge(folder_of(f), folder_of(here), "%s:%d" % (f, n))
+                    include_edge(f, here, "%s:%d" % (f, n))
                     continue
-                found = {folder_of(x) for x in by_suffix.get(name, [])}
-                for dst in sorted(found):
-                    edge(folder_of(f), dst, "%s:%d (#include \"%s\")" % (f, n, name))
+                for dst in sorted(by_suffix.get(name, [])):
+                    include_edge(f, dst, "%s:%d (#include \"%s\")" % (f, n, name))
 
     # targets -> folder that defines them
     define = re.compile(r"add_(?:library|executable)\(\s*([A-Za-z0-9_.+-]+)")
@@ -114,7 +174,7 @@ def main(argv):
                     edge(folder_of(f), dst, "%s:%d (links %s)" % (f, line, word))
 
     if len(argv) > 2 and argv[2] == "--graph":
-        for (a, b), where in sorted(edges.items()):
+        for (a, b), where in sorted(edges.items()) + sorted(core_edges.items()):
             print("%-12s -> %-12s %s" % (a, b, where))
         return 0
 
@@ -125,12 +185,22 @@ def main(argv):
         if a in LAYERS and b in LAYERS and LAYERS[b] >= LAYERS[a]:
             bad.append("%s (layer %d) depends on %s (layer %d): %s"
                        % (a, LAYERS[a], b, LAYERS[b], where))
+    for (a, b), where in sorted(core_edges.items()):
+        if CORE_LAYERS[b] >= CORE_LAYERS[a]:
+            bad.append("%s (core layer %d) depends on %s (core layer %d): %s"
+                       % (a, CORE_LAYERS[a], b, CORE_LAYERS[b], where))
+    for graph in (edges, core_edges):
+        cycle = find_cycle(graph)
+        if cycle:
+            bad.append("cycle: " + " -> ".join(cycle) + " (" + "; ".join(
+                graph[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1)) + ")")
     if bad:
         print("folders that do not depend downward only:")
         for b in bad:
             print("  " + b)
         return 1
-    print("layers ok: %d folder edges, all downward" % len(edges))
+    print("layers ok: %d folder edges and %d edges between core's subsystems, all downward"
+          % (len(edges), len(core_edges)))
     return 0
 
 

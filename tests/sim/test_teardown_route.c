@@ -10,7 +10,7 @@
  * consecutive repeats merged, is printed.
  *
  * The rule it pins: a teardown is one unwind of the ledger, so the walk
- * calls into no file twice, apart from the driver (resource.c, which
+ * calls into no file twice, apart from the driver (alloc/ledger.c, which
  * unwinds, and fsm/'s tables: fsm.c, which orders the ledger and calls
  * back into it, and lifecycle.c, the window life's and the watchdog
  * entries' setters).  release_all is checked up to its last call, which
@@ -125,7 +125,7 @@ static int resolve(char *msg, size_t msglen) {
 /* ---- the walk ---- */
 
 static int is_driver(const char *file) {
-  return strcmp(file, "resource.c") == 0 || strcmp(file, "fsm.c") == 0 ||
+  return strcmp(file, "ledger.c") == 0 || strcmp(file, "fsm.c") == 0 ||
          strcmp(file, "lifecycle.c") == 0;
 }
 

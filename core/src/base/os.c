@@ -5,7 +5,7 @@
  * time (the clock, naps, randomness) with its failures named.  The seam
  * itself stays a plain forwarder (hip_shim.h).
  */
-#include "internal.h"
+#include "base.h"
 
 #include <errno.h>
 #include <fcntl.h>

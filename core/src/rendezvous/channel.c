@@ -9,7 +9,7 @@
  * never block, because a peer's queue holds only max_dgram_qlen datagrams:
  * sending and receiving interleave under one poll.
  */
-#include "internal.h"
+#include "rendezvous.h"
 #include "mori/channel.h"
 #include "mori/error_internal.h"
 

@@ -1,16 +1,16 @@
 /*
- * resource.c - how each kind of ledger entry is given back (one row per
- * mori_res; the state machine decides the order, this table the call), the
- * driver that walks a machine through its steps, and a block's teardown:
- * free, the last release, release_all and every rollback give resources
- * back through this one unwind.
+ * ledger.c - how each kind of ledger entry is given back (one row per
+ * mori_res; the state machine decides the order, this table the call) and
+ * the unwind through it: free, the last release, release_all and every
+ * rollback give resources back through this one table.  The rows of the
+ * kinds this subsystem does not own (a rendezvous's channel, a window's
+ * signal state) are registered by the subsystem that records them
+ * (mori__ledger_set_release), so nothing here calls above alloc/.
  */
-#include "internal.h"
+#include "alloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
-
-#include "mori/channel.h"
 
 static int release_handle(const mori_ledger_entry *e) {
   MORI_HIP("hipMemRelease", mori_hipMemRelease((hipMemGenericAllocationHandle_t)e->value));
@@ -35,10 +35,6 @@ static int close_fd(const mori_ledger_entry *e) {
   return 0;
 }
 
-static int close_channel(const mori_ledger_entry *e) {
-  mori_channel_close((mori_channel *)e->value);
-  return 0;
-}
 
 static int free_device(const mori_ledger_entry *e) {
   MORI_HIP("hipFree", mori_hipFree((void *)e->value));
@@ -65,13 +61,14 @@ static int give_back_signal_slot(const mori_ledger_entry *e) {
   return 0;
 }
 
+
 /* How each kind is given back, whether a failed release is tried once
  * more at once (a runtime that fails a release transiently must not make
  * us leak what it held: the fault sweeps fail each release once; never a
  * close: Linux closes the fd whatever close returns, and the number may
  * already name another file), and whether its failure is only said: an
  * event whose destroy fails holds nothing a later call needs. */
-static const struct {
+static struct {
   int (*release)(const mori_ledger_entry *);
   int retry, quiet;
 } release_row[MORI_RES__COUNT] = {
@@ -81,15 +78,23 @@ static const struct {
     [MORI_RES_ZERO_EVENT] = {destroy_zero_event, 0, 1},
     [MORI_RES_EXPORTED_FD] = {close_fd, 0, 0},
     [MORI_RES_BLOCK_REF] = {NULL, 0, 0}, /* borrowed: the block releases itself */
-    [MORI_RES_CHANNEL] = {close_channel, 0, 0},
     [MORI_RES_SIGNAL_SLOT] = {give_back_signal_slot, 0, 0},
     [MORI_RES_RECEIVED_FD] = {close_fd, 0, 0},
     [MORI_RES_IMPORTED_HANDLE] = {release_handle, 1, 0},
     [MORI_RES_SPAN_RESERVATION] = {free_reservation, 1, 0},
     [MORI_RES_SLOT_MAPPING] = {unmap, 1, 0},
     [MORI_RES_DEVICE_TABLE] = {free_device, 1, 0},
-    [MORI_RES_SIGNAL_STATE] = {mori__signal_release, 0, 0},
+    /* MORI_RES_CHANNEL, MORI_RES_SIGNAL_STATE: registered by their owners */
 };
+
+
+void mori__ledger_set_release(mori_res kind, int (*release)(const mori_ledger_entry *), int retry,
+                              int quiet) {
+  if ((unsigned)kind >= MORI_RES__COUNT) mori__bug("ledger: release row for kind %d", (int)kind);
+  release_row[kind].release = release;
+  release_row[kind].retry = retry;
+  release_row[kind].quiet = quiet;
+}
 
 /* The first failure of an unwind: later failures must not overwrite its
  * message, since it names the call that went wrong first. */
@@ -181,97 +186,4 @@ int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *valu
       return 0;
     }
   return mori__error(MORI_ESTATE, "ledger: no %s for rank %d", mori_res_name(kind), aux);
-}
-
-/* s2n's handshake loop: the table says which step leaves the current
- * state; the driver runs it and fires its event, which checks the new
- * state's invariants.  The ledger's room is reserved first, so a step's
- * acquisition can always be recorded: an allocation failure can only
- * come before anything was acquired, or from a step, never between a
- * step's acquisition and its record. */
-int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                  mori_wstate until, mori__step_times *t) {
-  int rc = 0, ev = -1;
-  if (t != NULL) t->n = 0;
-  if (mori_fsm_reserve(m, mori_fsm_capacity(m)) != 0) return mori__nomem("ledger: %s", m->why);
-  while (rc == 0 && m->state != until && (ev = mori_fsm_forward(m->kind, m->state)) >= 0) {
-    const char *name = mori_wevent_name((mori_wevent)ev);
-    MORI_LOG(MORI_LOG_TRACE, m->kind == MORI_FSM_WINDOW ? m->rank : -1, -1, "step %s from %s",
-             name, mori_wstate_name(m->state));
-    double t0 = t != NULL ? mori__log_clock_us() : 0;
-    rc = steps[ev] ? steps[ev](ctx) : mori__error(MORI_ESTATE, "no step for %s", name);
-    if (t != NULL && t->n < MORI_EV__COUNT) {
-      t->step[t->n].event = (mori_wevent)ev;
-      t->step[t->n++].us = mori__log_clock_us() - t0;
-    }
-    if (rc == 0 && mori_fsm_fire(m, (mori_wevent)ev) != 0)
-      rc = mori__error(MORI_ESTATE, "%s", m->why);
-    if (rc != 0) mori__error_prefix("step %s: ", name);
-  }
-  return rc;
-}
-
-int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                mori_wstate until, int (*on_fail)(void *ctx, int rc), mori__step_times *t) {
-  int rc = mori__advance(m, steps, ctx, until, t);
-  if (rc != 0) {
-    if (on_fail != NULL) rc = on_fail(ctx, rc);
-    (void)mori__unwind(m, 1);
-  }
-  return rc;
-}
-
-void mori__step_times_format(const mori__step_times *t, char *out, size_t n) {
-  size_t len = 0;
-  out[0] = '\0';
-  for (int i = 0; i < t->n && len < n; i++)
-    len += (size_t)snprintf(out + len, n - len, "%s%s %.0f", i ? " " : "",
-                            mori_wevent_name(t->step[i].event), t->step[i].us);
-}
-
-/* ---- a block's teardown ---- */
-
-/* A window's ledger, unwound (the device was synchronized). */
-static int window_unwind(mori_window *w) {
-  int rc = mori__unwind(&w->fsm, 0);
-  if (rc != 0) mori__error_prefix("rank %d window %ld teardown: ", w->rank, w->id);
-  MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "released group %s%s", w->group, rc ? " (errors)" : "");
-  return rc;
-}
-
-int mori__teardown(mori_block *b) {
-  int first = 0;
-  char message[1024] = "";
-  /* the phases' times only for the INFO line at the end */
-  int timed = mori__log_level() >= MORI_LOG_INFO;
-  double t0 = timed ? mori__log_clock_us() : 0;
-  (void)mori_hipSetDevice(b->device);
-  /* Work queued on the block or its windows (its zeroing on the caller's
-   * stream, the caller's kernels, signals into the slots) must be done
-   * before the memory goes: an unmap under a pending memset is an illegal
-   * address that poisons the context.  One synchronize serves the block
-   * and every window on it, and lets the watchdog's releases finish. */
-  hipError_t e = mori_hipDeviceSynchronize();
-  if (e != hipSuccess) {
-    first = mori__hip_error("hipDeviceSynchronize", e);
-    snprintf(message, sizeof message, "%s", mori_last_error());
-  }
-  double t1 = timed ? mori__log_clock_us() : 0;
-  /* b is claimed: no other thread reaches its windows' ledgers now. */
-  for (mori_window *w = b->windows; w != NULL; w = w->next) {
-    int rc = window_unwind(w);
-    if (rc != 0 && first == 0) {
-      first = rc;
-      snprintf(message, sizeof message, "%s", mori_last_error());
-    }
-  }
-  double t2 = timed ? mori__log_clock_us() : 0;
-  int rc = mori__unwind(&b->fsm, 0);
-  if (rc != 0 && first == 0) first = rc;
-  else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
-  MORI_LOG_DEVICE(MORI_LOG_INFO, b->device,
-                  "block %p torn down%s; us: synchronize %.0f windows %.0f block %.0f", b->base,
-                  first ? " (errors)" : "", t1 - t0, t2 - t1,
-                  timed ? mori__log_clock_us() - t2 : 0);
-  return first;
 }

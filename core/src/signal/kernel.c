@@ -105,7 +105,7 @@ static int zero_status(const mori_window *w, void *p, size_t n) {
     rc = mori__hip_error("hipMemsetAsync (the kernels' failure words)", e);
   if (rc == 0 && (e = mori_hipStreamSynchronize(svc)) != hipSuccess)
     rc = mori__hip_error("hipStreamSynchronize (the kernels' failure words)", e);
-  /* a release the runtime refuses is tried once more, as resource.c does */
+  /* a release the runtime refuses is tried once more, as the ledger (alloc/ledger.c) does */
   if (rc != 0 && mori_hipHostFree(p) != hipSuccess && mori_hipHostFree(p) != hipSuccess)
     mori__error_suffix("; and hipHostFree failed: %s", mori_shim_message());
   return rc;
@@ -183,7 +183,7 @@ int mori__kernel_release(mori_window *w) {
   struct mori__signals *s = w->signals;
   if (s == NULL || s->status == NULL) return 0;
   /* the device was synchronized: no kernel writes them any more; a
-   * release the runtime refuses is tried once more, as resource.c does */
+   * release the runtime refuses is tried once more, as the ledger (alloc/ledger.c) does */
   hipError_t e = mori_hipHostFree(s->status);
   if (e != hipSuccess) e = mori_hipHostFree(s->status);
   if (e != hipSuccess) return mori__hip_error("hipHostFree (the kernels' failure words)", e);
@@ -196,7 +196,7 @@ void mori__kernel_release_all(void) {
   for (int d = 0; d < MAX_DEVICES; d++) {
     if (mods.dev[d].module == NULL) continue;
     (void)mori_hipSetDevice(d);
-    /* a release the runtime refuses is tried once more, as resource.c does */
+    /* a release the runtime refuses is tried once more, as the ledger (alloc/ledger.c) does */
     if (mori_hipModuleUnload(mods.dev[d].module) != hipSuccess &&
         mori_hipModuleUnload(mods.dev[d].module) != hipSuccess)
       MORI_LOG_DEVICE(MORI_LOG_WARN, d, "hipModuleUnload of the signal kernels: %s",

@@ -1,5 +1,5 @@
 /*
- * rendezvous_store.c - what a rendezvous keeps in the store: the group's
+ * group_store.c - what a rendezvous keeps in the store: the group's
  * incarnation (so that nothing an earlier run left in a store that outlived
  * it is ever taken as current), the key of each entry, gathers that stop
  * early when a peer published an abort, the abort itself, and the encoded
@@ -16,7 +16,7 @@
  * under the id: a join left by an earlier run gets an answer nobody reads.
  * Every other key lives under the id.
  */
-#include "internal.h"
+#include "rendezvous.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * Nothing in the directory is believed: an entry is read only if it is a
  * regular file no larger than any valid value.  Waits sleep on inotify.
  */
-#include "internal.h"
+#include "rendezvous.h"
 #include "mori/error_internal.h"
 #include "mori/sha256.h"
 #include "mori/store.h"

@@ -7,10 +7,10 @@
  * A block goes when the last of {its allocation, its windows' references,
  * calls in progress on its windows, a rendezvous running on it} lets go.
  * Whoever lets go last claims the block here and runs its teardown,
- * outside mori__lock: resource.c's unwind of every ledger (mori__teardown);
+ * outside mori__lock: teardown.c's unwind of every ledger (mori__teardown);
  * then the windows become tombstones here.
  */
-#include "internal.h"
+#include "alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -207,7 +207,7 @@ static void finish_teardown(mori_block *b) {
   pthread_cond_broadcast(&mori__cond);
 }
 
-/* A claimed block: the unwind of every ledger (resource.c), then its
+/* A claimed block: the unwind of every ledger (teardown.c), then its
  * tombstones. */
 static int teardown(mori_block *b) {
   int rc = mori__teardown(b);

@@ -5,7 +5,7 @@
  * MORI_SYMM_DEBUG=WARN|INFO|TRACE, every line prefixed with rank and window.
  * Any thread may read or set them: each is one atomic word.
  */
-#include "internal.h"
+#include "base.h"
 #include "mori/values.h"
 #include "mori/version.h"
 

@@ -509,15 +509,6 @@ static int check_signal(const mori_window *w, const char *op, int peer, int chan
   return window_failed(w, op);
 }
 
-int mori__stream_capturing(hipStream_t stream, int *captured) {
-  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
-  MORI_HIP("hipStreamIsCapturing", mori_hipStreamIsCapturing(stream, &st));
-  if (st == hipStreamCaptureStatusInvalidated)
-    return mori__error(MORI_EHIP, "the stream's capture was invalidated by an earlier error");
-  *captured = st == hipStreamCaptureStatusActive;
-  return 0;
-}
-
 static int signal_call(mori_window *w, enum call what, int peer, int channel, void *stream_arg,
                        int timeout_ms) {
   const char *name = call_names[what];
@@ -630,7 +621,7 @@ int mori__signal_prepare(mori_window *w) {
 /* The signal state's release also retires the watchdog's entries for w
  * (they read w's state): a teardown synchronized the device first, so any
  * release in progress can end; a rollback has none (no call ran on w). */
-int mori__signal_release(const mori_ledger_entry *e) {
+static int signal_release(const mori_ledger_entry *e) {
   mori_window *w = (mori_window *)e->value;
   mori__watch_retire(w);
   int rc = mori__kernel_release(w); /* its failure words: no kernel writes them any more */
@@ -640,4 +631,14 @@ int mori__signal_release(const mori_ledger_entry *e) {
   free(w->signals);
   w->signals = NULL;
   return rc;
+}
+
+/* The ledger's row for SIGNAL_STATE, which only this file records. */
+__attribute__((constructor)) static void signal_state_release_row(void) {
+  mori__ledger_set_release(MORI_RES_SIGNAL_STATE, signal_release, 0, 0);
+}
+
+void mori__signal_release_all(void) {
+  mori__watch_release_all();
+  mori__kernel_release_all();
 }

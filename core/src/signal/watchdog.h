@@ -6,7 +6,7 @@
 #ifndef MORI_CORE_WATCHDOG_H
 #define MORI_CORE_WATCHDOG_H
 
-#include "internal.h"
+#include "signal.h"
 
 /* One enqueued wait: the stream waits until cell meets (flags, value); the
  * watchdog releases it by writing `release`.  peer is the rank that should
@@ -56,6 +56,9 @@ void mori__signals_fail(const mori_window *w, int rc, const char *fmt, ...)
  * failed after some of its signals had left); if so sets the error (the
  * failure's code and message) and returns it. */
 int mori__watch_failed(const mori_window *w, const char *op);
+/* The thread stops (a later call starts it again) and the pooled events
+ * go (release_all). */
+void mori__watch_release_all(void);
 /* Counts for mori_symm_signal_stats. */
 void mori__watch_counts(long *watched, long *expired);
 

@@ -4,7 +4,7 @@
  * program moves data the same way on every backend, the sim included,
  * without HIP's headers and with errors in the library's form.
  */
-#include "internal.h"
+#include "alloc.h"
 
 int mori_symm_memcpy(void *dst, const void *src, size_t bytes) {
   MORI_HIP("hipMemcpy", mori_hipMemcpy(dst, src, bytes, hipMemcpyDefault));

@@ -52,9 +52,6 @@ static struct {
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
         .changed = PTHREAD_COND_INITIALIZER};
 
-static pthread_mutex_t service_lock = PTHREAD_MUTEX_INITIALIZER;
-static hipStream_t service[MAX_DEVICES];
-
 /* A forked child has no watchdog thread and none of the parent's GPU
  * objects: it starts from nothing. */
 static void atfork_child(void) {
@@ -64,8 +61,6 @@ static void atfork_child(void) {
   wd.head = wd.tail = NULL;
   wd.running = wd.stop = 0;
   memset(wd.pool, 0, sizeof wd.pool);
-  pthread_mutex_init(&service_lock, NULL);
-  memset(service, 0, sizeof service);
 }
 
 static void install_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
@@ -81,21 +76,6 @@ static int now_ms(double *ms) {
   int rc = mori__clock_us(&us, "watchdog");
   if (rc == 0) *ms = us / 1e3;
   return rc;
-}
-
-/* ---- the private streams ---- */
-
-int mori__service_stream(int device, hipStream_t *out) {
-  if (device < 0 || device >= MAX_DEVICES)
-    return mori__error(MORI_ERANGE, "service stream: device %d out of range", device);
-  once();
-  pthread_mutex_lock(&service_lock);
-  hipError_t e = hipSuccess;
-  if (service[device] == NULL)
-    e = mori_hipStreamCreateWithFlags(&service[device], hipStreamNonBlocking);
-  *out = service[device];
-  pthread_mutex_unlock(&service_lock);
-  return e == hipSuccess ? 0 : mori__hip_error("hipStreamCreateWithFlags", e);
 }
 
 /* ---- events, pooled per device (creating one is a runtime call) ---- */
@@ -497,8 +477,8 @@ void mori__watch_counts(long *watched, long *expired) {
 }
 
 /* release_all: the thread stops (a later call starts it again) and the
- * pooled events and private streams go. */
-void mori__signal_release_all(void) {
+ * pooled events go. */
+void mori__watch_release_all(void) {
   pthread_mutex_lock(&wd.lock);
   int running = wd.running;
   wd.stop = 1;
@@ -512,12 +492,4 @@ void mori__signal_release_all(void) {
     while (wd.pool[d].n > 0) (void)mori_hipEventDestroy(wd.pool[d].free[--wd.pool[d].n]);
   }
   pthread_mutex_unlock(&wd.lock);
-  pthread_mutex_lock(&service_lock);
-  for (int d = 0; d < MAX_DEVICES; d++) {
-    if (service[d] == NULL) continue;
-    (void)mori_hipSetDevice(d);
-    (void)mori_hipStreamDestroy(service[d]);
-    service[d] = NULL;
-  }
-  pthread_mutex_unlock(&service_lock);
 }

@@ -6,7 +6,7 @@
  * the answer is about the directory in hand, not about a path that could
  * be swapped afterwards.  Callers then use the fd with *at() calls only.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <errno.h>
 #include <fcntl.h>

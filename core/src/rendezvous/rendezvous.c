@@ -1,12 +1,12 @@
 /*
- * window.c - rendezvous as a WINDOW machine: one step function per forward
+ * rendezvous.c - rendezvous as a WINDOW machine: one step function per forward
  * row of the table in fsm.c (attach, bind, publish, gather, validate, take
  * a signal slot, exchange fds, import, reserve the span, map, grant, build
  * the tables, barrier), driven by mori__drive; the cache per (block,
  * group); the accessors.  Everything a window acquires is in its ledger,
- * so its teardown and its rollback are resource.c's unwind.
+ * so its teardown and its rollback are the ledger's unwind (alloc/ledger.c).
  */
-#include "internal.h"
+#include "rendezvous.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +123,16 @@ static int step_attach(void *p) {
   MORI_GUARD(mori__block_export(w->block));
   r->reqs = mori_calloc((size_t)w->world_size, sizeof *r->reqs);
   return r->reqs ? 0 : mori__nomem("rendezvous");
+}
+
+static int close_channel(const mori_ledger_entry *e) {
+  mori_channel_close((mori_channel *)e->value);
+  return 0;
+}
+
+/* The ledger's row for CHANNEL, which only this file records. */
+__attribute__((constructor)) static void channel_release_row(void) {
+  mori__ledger_set_release(MORI_RES_CHANNEL, close_channel, 0, 0);
 }
 
 /* The socket is bound before the request names it, so a peer's datagram

@@ -8,7 +8,7 @@
  * from another key or another job (docs/security.md says why a MAC and
  * not secret key names).  Without one, values go as they are.
  */
-#include "internal.h"
+#include "rendezvous.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,7 +31,7 @@ static const char seal_mark[8] = {'M', 'O', 'R', 'I', 'S', 'E', 'A', 'L'};
 /* The largest value sealed: an abort's text is under 1 KiB, a request
  * MORI_WIRE_REQUEST_MAX bytes.  The largest read is whatever a store
  * returns (MORI_STORE_VALUE_MAX); the longest key, KEY_LIMIT - 1 bytes
- * (rendezvous_store.c's KEY_MAX). */
+ * (group_store.c's KEY_MAX). */
 #define SEALED_VALUE_MAX 1024
 #define KEY_LIMIT 512
 #define KEY_SHOWN 160

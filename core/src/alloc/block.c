@@ -4,7 +4,7 @@
  * zero; the export waits for the block's first rendezvous), the sorted
  * block table with covering lookup, and free.
  */
-#include "internal.h"
+#include "alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -415,9 +415,10 @@ int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset) {
   return b ? 0 : mori__error(MORI_ENOTFOUND, "lookup(%p): not in a mori-symm allocation", ptr);
 }
 
-/* Every block, freed or not, whatever references remain: at exit nothing
- * would ever release them. */
-int mori_symm_release_all(void) {
+/* Every block, freed or not, whatever references remain, leaves the
+ * table at once (release_all: process.c goes on with what the process
+ * holds beyond any block). */
+int mori__blocks_release_all(void) {
   pthread_mutex_lock(&mori__lock);
   mori_block **all = blocks; /* the whole table, handed over at once */
   size_t n = nblocks;
@@ -425,8 +426,6 @@ int mori_symm_release_all(void) {
   nblocks = cap_blocks = 0;
   int rc = mori__release_all(all, n); /* unlocks */
   free(all);
-  mori__signal_release_all();
-  mori__kernel_release_all();
   return rc;
 }
 
