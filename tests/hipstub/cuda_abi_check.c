@@ -1,7 +1,8 @@
 /*
  * cuda_abi_check.c - compiled only where cuda.h exists: the cuda backend's
- * own declarations of the driver API (hip_shim/gpu_cuda.h) must agree with
- * NVIDIA's header in every size, offset and value, or this does not build.
+ * own declarations of the driver API (hip_shim/backends/gpu_cuda.h) must
+ * agree with NVIDIA's header in every size, offset and value, or this does
+ * not build.
  */
 #include <cuda.h>
 

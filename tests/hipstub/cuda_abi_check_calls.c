@@ -1,7 +1,8 @@
 /*
  * cuda_abi_check_calls.c - compiled only where cuda.h exists: each driver
- * entry point the cuda backend resolves has, in hip_shim/gpu_cuda.h, the
- * prototype cuda.h gives the symbol of that name.  Its structs are read as
+ * entry point the cuda backend resolves has, in
+ * hip_shim/backends/gpu_cuda.h, the prototype cuda.h gives the symbol of
+ * that name.  Its structs are read as
  * NVIDIA's here (their layouts are checked in cuda_abi_check.c), so that
  * the function types can be compared whole.
  */

@@ -1,8 +1,8 @@
 /*
  * standin_cuda.h - the CUDA driver entry points libcuda_standin.so exports,
  * under the symbol names the cuda backend resolves, typed with the
- * backend's own declarations (hip_shim/gpu_cuda.h; checked against cuda.h
- * by cuda_abi_check*.c where it exists).
+ * backend's own declarations (hip_shim/backends/gpu_cuda.h; checked against
+ * cuda.h by cuda_abi_check*.c where it exists).
  */
 #ifndef MORI_STANDIN_CUDA_H
 #define MORI_STANDIN_CUDA_H

@@ -1,8 +1,8 @@
 /*
  * test_hiprtc.c - the signal kernels' HIP source, as the library embeds it,
  * compiles with a real hiprtc through the hip backend's own compile step
- * (hip_shim/hiprtc.c): Debian's ROCm 5.2 runtime carries hiprtc inside
- * libamdhip64.so.5 and compiles for a gfx target with no GPU present.  The
+ * (hip_shim/backends/hiprtc.c): Debian's ROCm 5.2 runtime carries hiprtc
+ * inside libamdhip64.so.5 and compiles for a gfx target with no GPU present.  The
  * code object must hold every entry the core launches by name.  Without
  * libamdhip64.so.5 (scripts/deps.sh installs it) the test fails saying so.
  */

@@ -1,5 +1,5 @@
 /*
- * test_values.c - the one strict reader (hip_shim/values.c): what each
+ * test_values.c - the one strict reader (hip_shim/seam/values.c): what each
  * unit a size may carry is worth, the edges of a range, and what a
  * formatted size reads back as.  The command line's and the environment's
  * tests see only taken or refused; these pin the values taken.

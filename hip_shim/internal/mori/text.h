@@ -1,6 +1,6 @@
 /*
  * text.h - the one escape for text another process wrote, shared by every
- * layer (hip_shim/text.c, linked hidden into the shim, the core and the
+ * layer (hip_shim/seam/text.c, linked hidden into the shim, the core and the
  * tools with the strict reader of mori/values.h).
  */
 #ifndef MORI_TEXT_H

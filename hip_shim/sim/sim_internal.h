@@ -226,6 +226,13 @@ int mori__sim_spin(const uint32_t *p, uint32_t value, unsigned flags, uint32_t m
 
 /* Whether any stream of the process captures (sim_stream.c). */
 int mori__sim_capturing(void) MORI__SIM_HIDDEN;
+/* Capture and replay, the table's begin_capture, end_capture, graph_launch
+ * and graph_destroy (behind mori_sim_*). */
+hipError_t mori__sim_begin_capture(hipStream_t stream) MORI__SIM_HIDDEN;
+hipError_t mori__sim_end_capture(hipStream_t stream, mori_sim_graph **graph) MORI__SIM_HIDDEN;
+hipError_t mori__sim_graph_launch(const mori_sim_graph *graph,
+                                  hipStream_t stream) MORI__SIM_HIDDEN;
+void mori__sim_graph_destroy(mori_sim_graph *graph) MORI__SIM_HIDDEN;
 
 /* ---- modules, kernels, mapped host memory (sim_kernel.c) ---- */
 

@@ -1,24 +1,19 @@
 /*
  * shim.c - the exported mori_hip* entry points and what all backends share:
  * backend selection, the thread-local last error and detail message, and the
- * resource registry (the live runtime resources).
+ * resource registry (the live runtime resources).  The OS half of the seam
+ * is os.c.
  *
  * Every entry point has the same shape: bring the backend up, call its table
  * entry, record what was acquired or released, store the result as the
- * thread's last error.  Nothing here knows which runtime is underneath.
+ * thread's last error.  Nothing here knows which runtime is underneath: a
+ * backend is reached through its table (shim_internal.h) alone.
  */
 #include "shim_internal.h"
 
 #include "mori/text.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/file.h>
-#include <sys/inotify.h>
-#include <sys/random.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -331,6 +326,13 @@ long mori_shim_registry_report(FILE *out) {
 
 static void registry_report_at_exit(void) { mori_shim_registry_report(stderr); }
 
+/* The OS half of the seam (os.c) only forwards; closing an fd is written
+ * here because an exported fd leaves the registry when it is closed. */
+int mori_close(int fd) {
+  registry_remove(KIND_EXPORTED_FD, (uintptr_t)(unsigned)fd);
+  return close(fd);
+}
+
 /* ---- entry points ---- */
 
 static hipError_t leave(const char *call, hipError_t e) {
@@ -462,66 +464,45 @@ int mori_shim_runtime_version(void) {
   return v;
 }
 
-/* ---- sim only: capture and replay ---- */
+/* ---- capture and replay (the sim's) ---- */
 
-/* The sim's capture calls are test controls, not HIP calls: they pass no
- * fault shim and need the sim to be the active backend. */
-static int sim_active(const char *call) {
+/* The capture calls are test controls, not HIP calls: they pass no fault
+ * shim and need an active backend whose table captures (only the sim's
+ * does).  NULL, with the detail set, where none does; the caller answers
+ * hipErrorNotSupported without touching the last error. */
+static const struct mori__shim_backend *capturing_backend(const char *call) {
   const struct mori__shim_backend *b = backend();
   detail_set = 0;
-  if (b == &mori__shim_sim) return 1;
+  if (b != NULL && b->begin_capture != NULL && b->end_capture != NULL &&
+      b->graph_launch != NULL && b->graph_destroy != NULL)
+    return b;
   mori__shim_detail("%s: only the sim backend captures streams (active: %s)", call,
                     b ? b->name : "none");
-  return 0;
+  return NULL;
 }
 
 hipError_t mori_sim_begin_capture(hipStream_t stream) {
-  if (!sim_active("mori_sim_begin_capture")) return hipErrorNotSupported;
-  return leave("mori_sim_begin_capture", mori__sim_begin_capture(stream));
+  const struct mori__shim_backend *b = capturing_backend("mori_sim_begin_capture");
+  if (b == NULL) return hipErrorNotSupported;
+  return leave("mori_sim_begin_capture", b->begin_capture(stream));
 }
 
 hipError_t mori_sim_end_capture(hipStream_t stream, mori_sim_graph **graph) {
-  if (!sim_active("mori_sim_end_capture")) return hipErrorNotSupported;
-  return leave("mori_sim_end_capture", mori__sim_end_capture(stream, graph));
+  const struct mori__shim_backend *b = capturing_backend("mori_sim_end_capture");
+  if (b == NULL) return hipErrorNotSupported;
+  return leave("mori_sim_end_capture", b->end_capture(stream, graph));
 }
 
 hipError_t mori_sim_graph_launch(const mori_sim_graph *graph, hipStream_t stream) {
-  if (!sim_active("mori_sim_graph_launch")) return hipErrorNotSupported;
-  return leave("mori_sim_graph_launch", mori__sim_graph_launch(graph, stream));
+  const struct mori__shim_backend *b = capturing_backend("mori_sim_graph_launch");
+  if (b == NULL) return hipErrorNotSupported;
+  return leave("mori_sim_graph_launch", b->graph_launch(graph, stream));
 }
 
-void mori_sim_graph_destroy(mori_sim_graph *graph) { mori__sim_graph_destroy(graph); }
-
-/* ---- the OS calls ---- */
-
-/* A failed OS call leaves its detail as a failed runtime call does
- * ("calloc: Cannot allocate memory (ENOMEM 12)"), so an error built after
- * it can name the call (errno is kept). */
-static void os_failed(const char *name) {
-  int e = errno;
-  mori__shim_detail("%s: %s (errno %d)", name, strerror(e), e);
-  errno = e;
-}
-
-/* pthread_create fails as the seam's rows do: -1 and errno. */
-static int thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
-                         void *arg) {
-  int e = pthread_create(thread, attr, start, arg);
-  if (e == 0) return 0;
-  errno = e;
-  return -1;
-}
-
-#define MORI_SHIM_OS_FORWARD(ret, name, params, args) \
-  ret mori_##name params {                             \
-    ret r_ = name args;                                \
-    if (r_ == MORI_SHIM_OS_FAILURE(ret)) os_failed(#name); \
-    return r_;                                         \
-  }
-MORI_SHIM_OS_CALLS(MORI_SHIM_OS_FORWARD)
-#undef MORI_SHIM_OS_FORWARD
-
-int mori_close(int fd) {
-  registry_remove(KIND_EXPORTED_FD, (uintptr_t)(unsigned)fd);
-  return close(fd);
+/* Never brings a backend up, nor touches the last error or the detail: a
+ * graph exists only once a capturing backend is active (end_capture made
+ * it), so with none there is nothing to free. */
+void mori_sim_graph_destroy(mori_sim_graph *graph) {
+  const struct mori__shim_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+  if (b != NULL && b->graph_destroy != NULL) b->graph_destroy(graph);
 }

@@ -1,11 +1,13 @@
 /*
  * shim_internal.h - the backend table behind libmori_hip_shim.so.
  *
- * shim.c owns what every backend shares: backend selection, the
- * thread-local last error and detail message, the resource registry, the
- * OS calls.  A backend supplies only the runtime calls, as one table,
- * in the manner of SQLite's aSyscall[].  A backend entry returns a hipError_t
- * and, on failure, may call mori__shim_detail() to say what its runtime said.
+ * The seam (this folder) owns what every backend shares: shim.c the backend
+ * selection, the thread-local last error and detail message and the
+ * resource registry; os.c the OS calls.  A backend (sim/, backends/)
+ * supplies only the runtime calls, as one table, in the manner of SQLite's
+ * aSyscall[]; the seam reaches a backend through its table alone.  A backend
+ * entry returns a hipError_t and, on failure, may call mori__shim_detail()
+ * to say what its runtime said.
  */
 #ifndef MORI_SHIM_INTERNAL_H
 #define MORI_SHIM_INTERNAL_H
@@ -36,19 +38,19 @@ struct mori__shim_backend {
   /* fds the backend itself holds for resources still live (the sim: one
    * memfd per live allocation); may be NULL (none it can name). */
   int (*own_fds)(void);
+  /* Stream capture and replay behind mori_sim_* (test controls, not HIP
+   * calls).  A backend fills all four or none: NULL, the mori_sim_* calls
+   * fail with hipErrorNotSupported naming the active backend.  Only the sim
+   * captures. */
+  hipError_t (*begin_capture)(hipStream_t stream);
+  hipError_t (*end_capture)(hipStream_t stream, mori_sim_graph **graph);
+  hipError_t (*graph_launch)(const mori_sim_graph *graph, hipStream_t stream);
+  void (*graph_destroy)(mori_sim_graph *graph);
 };
 
 extern const struct mori__shim_backend mori__shim_sim;
 extern const struct mori__shim_backend mori__shim_cuda;
 extern const struct mori__shim_backend mori__shim_hip;
-
-/* The sim's capture and replay (sim_stream.c), behind mori_sim_*. */
-#define MORI__SHIM_HIDDEN __attribute__((visibility("hidden")))
-hipError_t mori__sim_begin_capture(hipStream_t stream) MORI__SHIM_HIDDEN;
-hipError_t mori__sim_end_capture(hipStream_t stream, mori_sim_graph **graph) MORI__SHIM_HIDDEN;
-hipError_t mori__sim_graph_launch(const mori_sim_graph *graph,
-                                  hipStream_t stream) MORI__SHIM_HIDDEN;
-void mori__sim_graph_destroy(mori_sim_graph *graph) MORI__SHIM_HIDDEN;
 
 /* Sets the thread-local detail message of the current call (printf-style). */
 void mori__shim_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

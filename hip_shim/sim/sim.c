@@ -473,4 +473,8 @@ const struct mori__shim_backend mori__shim_sim = {
     .hipHostMalloc = mori__sim_host_malloc,
     .hipHostFree = mori__sim_host_free,
     .own_fds = mori__sim_own_fds,
+    .begin_capture = mori__sim_begin_capture,
+    .end_capture = mori__sim_end_capture,
+    .graph_launch = mori__sim_graph_launch,
+    .graph_destroy = mori__sim_graph_destroy,
 };
