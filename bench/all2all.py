@@ -24,7 +24,9 @@ process-group teardown that could wait on a peer) and the launcher
 (torchrun or spawn) ends the rest, instead of leaving them in a collective
 that never completes.
 
-bench/compare.py imports this module for the exchange and its timing.
+bench/compare.py imports this module for the exchange and its timing.  The
+timing, the grid heuristic, the Triton copy loop and the placement are the
+examples' (examples/all2all_harness.py, examples/placement.py).
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ import traceback
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # however it was started
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # however it was started
+sys.path.insert(1, os.path.join(os.path.dirname(HERE), "examples"))
+from all2all_harness import gpu_seconds, grid_blocks, host_barrier  # noqa: E402
+from placement import place  # noqa: E402
 from sizes import parse_size  # noqa: E402
 
 try:
@@ -54,6 +60,8 @@ BLOCK = 2048  # int32 per loop step: 16 bytes per lane over 4 warps
 
 
 if triton is not None:
+    from all2all_harness import copy_slice
+
     # Triton would specialise an int argument that happens to equal 1 or be
     # a multiple of 16 into a constant, recompiling per rank and size.
     @triton.jit(do_not_specialize=["rank", "dst_offset", "chunk_elems", "blocks_per_peer"])
@@ -61,43 +69,21 @@ if triton is not None:
                      BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         peer = pid // blocks_per_peer
-        part = pid % blocks_per_peer
         peers = peer_ptrs.to(tl.pointer_type(tl.uint64))
         dst = tl.load(peers + peer).to(tl.pointer_type(tl.int32))  # the table load
         dst += dst_offset + rank.to(tl.int64) * chunk_elems
-        src_chunk = src + peer.to(tl.int64) * chunk_elems
-        per_part = tl.cdiv(chunk_elems, blocks_per_peer)
-        start = part * per_part
-        end = tl.minimum(start + per_part, chunk_elems)
-        for off in range(start, end, BLOCK):
-            idx = off + tl.arange(0, BLOCK)
-            mask = idx < end
-            tl.store(dst + idx, tl.load(src_chunk + idx, mask=mask), mask=mask)
+        copy_slice(dst, src + peer.to(tl.int64) * chunk_elems, chunk_elems,
+                   pid % blocks_per_peer, blocks_per_peer, BLOCK)
 
 
 class CheckFailed(Exception):
     """Every rank agreed that some rank's check failed."""
 
 
-def host_barrier(cpu_group) -> None:
-    """Every rank's device work issued so far is complete on every rank."""
-    torch.cuda.synchronize()
-    dist.barrier(group=cpu_group)
-
-
 def gpu_time(fn, iters: int, cpu_group, warmup: int = 3) -> float:
     """Seconds per iteration on this rank's stream (CUDA events), all ranks
-    starting together."""
-    for _ in range(warmup):
-        fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    host_barrier(cpu_group)
-    start.record()
-    for _ in range(iters):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) / 1e3 / iters
+    starting together (bench/compare.py times with it too)."""
+    return gpu_seconds(fn, iters, cpu_group, warmup)
 
 
 def expected_recv(rank: int, world: int, chunk: int, device) -> torch.Tensor:
@@ -124,8 +110,7 @@ class Exchange:
         self.src = (torch.arange(world * chunk, dtype=torch.int32, device=device)
                     + rank * 1_000_000)
         self.want = expected_recv(rank, world, chunk, device)
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        self.blocks_per_peer = max(1, min(-(-chunk // BLOCK), 2 * sms // world))
+        self.blocks_per_peer = grid_blocks(chunk, BLOCK, device, world)
         self.nccl_out = torch.empty_like(self.src)
         self.paths = {}
         if triton is not None:
@@ -212,16 +197,13 @@ def bench_size(size: int, rank: int, world: int, device, group: str, cpu_group, 
 
 
 def run(rank: int, world: int, args) -> None:
-    ngpu = torch.cuda.device_count()
-    device = torch.device("cuda", rank % ngpu)
-    torch.cuda.set_device(device)
-    if world <= ngpu:
+    device, backend = place(rank, world)
+    if backend == "nccl":
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
         cpu_group = dist.new_group(backend="gloo")
     else:
-        # Ranks share GPUs: NCCL refuses that, so the process group is gloo
-        # and there is no NCCL reference path; MORI is told devices overlap.
-        os.environ.setdefault("TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", "1")
+        # Ranks share GPUs (place() told MORI that devices overlap): no
+        # NCCL reference path.
         dist.init_process_group("gloo", rank=rank, world_size=world)
         cpu_group = dist.group.WORLD
         args.no_nccl = True
