@@ -6,32 +6,16 @@
  */
 #include "mori/fi.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
+
 #define RANK_MAX 4095 /* the wire format's largest world, less one */
 
-typedef struct cursor {
-  const char *base, *p, *end;
-  char *err;
-  size_t errlen;
-} cursor;
-
-static int fail(cursor *c, const char *at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(cursor *c, const char *at, const char *fmt, ...) {
-  if (c->err == NULL || c->errlen == 0) return -1;
-  int n = snprintf(c->err, c->errlen, "MORI_FI: column %zu: ", (size_t)(at - c->base) + 1);
-  if (n < 0 || (size_t)n >= c->errlen) return -1;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+/* A schedule is one line: its messages say "MORI_FI: column C: ...". */
+typedef mori_fi__cursor cursor;
 
 static int is_space(char ch) { return ch == ' ' || ch == '\t'; }
 static int is_word(char ch) {
@@ -67,20 +51,20 @@ static void shown(const cursor *c, char *out, size_t cap) {
   else snprintf(out, cap, "'%.*s'", (int)(n < 40 ? n : 40), c->p);
 }
 
+/* A decimal number up to max. */
 static int number(cursor *c, uint64_t max, uint64_t *out, const char *what) {
   const char *at = c->p;
-  uint64_t v = 0;
-  if (c->p >= c->end || *c->p < '0' || *c->p > '9') {
+  size_t n = 0;
+  uint64_t v;
+  while (at + n < c->end && at[n] >= '0' && at[n] <= '9') n++;
+  if (n == 0) {
     char got[64];
     shown(c, got, sizeof got);
-    return fail(c, at, "expected %s (a number), got %s", what, got);
+    return mori_fi__fail(c, at, "expected %s (a number), got %s", what, got);
   }
-  while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-    uint64_t d = (uint64_t)(*c->p - '0');
-    if (v > (max - d) / 10) return fail(c, at, "%s is larger than %llu", what, (unsigned long long)max);
-    v = v * 10 + d;
-    c->p++;
-  }
+  if (mori_fi__u64(at, n, &v) != 0 || v > max)
+    return mori_fi__fail(c, at, "%s is larger than %llu", what, (unsigned long long)max);
+  c->p = at + n;
   *out = v;
   return 0;
 }
@@ -89,7 +73,7 @@ static int expect(cursor *c, const char *lit, const char *after) {
   if (take(c, lit)) return 0;
   char got[64];
   shown(c, got, sizeof got);
-  return fail(c, c->p, "expected '%s' after %s, got %s", lit, after, got);
+  return mori_fi__fail(c, c->p, "expected '%s' after %s, got %s", lit, after, got);
 }
 
 /* "#N", "#*" or (when optional) nothing, which means the first. */
@@ -109,7 +93,7 @@ static int nth(cursor *c, mori_fi_rule *r, int optional) {
   const char *at = c->p;
   uint64_t v;
   if (number(c, 1000000000, &v, "a call number") != 0) return -1;
-  if (v == 0) return fail(c, at, "call numbers count from 1");
+  if (v == 0) return mori_fi__fail(c, at, "call numbers count from 1");
   r->nth = (long)v;
   return 0;
 }
@@ -121,8 +105,9 @@ static int fault(cursor *c, mori_fi_rule *r) {
   if (take(c, "persist:")) r->persist = 1;
   const char *at = c->p;
   size_t n = word_len(c);
-  if (n == 4 && memcmp(c->p, "kill", 4) == 0) {
-    if (r->persist) return fail(c, at, "kill cannot persist: the process dies at the first call");
+  if (mori_fi__is(c->p, n, "kill")) {
+    if (r->persist)
+      return mori_fi__fail(c, at, "kill cannot persist: the process dies at the first call");
     c->p += n;
     r->action = MORI_FI_A_KILL;
     return 0;
@@ -138,17 +123,18 @@ static int fault(cursor *c, mori_fi_rule *r) {
     char got[64];
     shown(c, got, sizeof got);
     if (n == 0)
-      return fail(c, at, "expected kill or %s, got %s", os ? "an errno name" : "a HIP error name",
-                  got);
+      return mori_fi__fail(c, at, "expected kill or %s, got %s",
+                           os ? "an errno name" : "a HIP error name", got);
     if (os)
-      return fail(c, at, "unknown errno name %s (%s is an OS call: it fails with an errno such "
-                  "as EIO)", got, mori_fi_call_name(r->call));
-    return fail(c, at, "unknown error name %s", got);
+      return mori_fi__fail(c, at, "unknown errno name %s (%s is an OS call: it fails with an "
+                           "errno such as EIO)", got, mori_fi_call_name(r->call));
+    return mori_fi__fail(c, at, "unknown error name %s", got);
   } else {
     c->p += n;
   }
   if (r->error == 0)
-    return fail(c, at, os ? "0 is not an errno to inject" : "hipSuccess (0) is not an error to inject");
+    return mori_fi__fail(c, at, os ? "0 is not an errno to inject"
+                                   : "hipSuccess (0) is not an error to inject");
   return 0;
 }
 
@@ -157,10 +143,11 @@ static int order_list(cursor *c, mori_fi_rule *r) {
     const char *at = c->p;
     uint64_t v;
     if (r->norder == MORI_FI_ORDER_MAX)
-      return fail(c, at, "an order lists at most %d ranks", MORI_FI_ORDER_MAX);
+      return mori_fi__fail(c, at, "an order lists at most %d ranks", MORI_FI_ORDER_MAX);
     if (number(c, RANK_MAX, &v, "a sender rank") != 0) return -1;
     for (int i = 0; i < r->norder; i++)
-      if (r->order[i] == (int)v) return fail(c, at, "rank %d appears twice in the order", (int)v);
+      if (r->order[i] == (int)v)
+        return mori_fi__fail(c, at, "rank %d appears twice in the order", (int)v);
     r->order[r->norder++] = (int)v;
   } while (take(c, ","));
   return 0;
@@ -187,8 +174,8 @@ static int recv_rule(cursor *c, mori_fi_rule *r) {
   }
   char got[64];
   shown(c, got, sizeof got);
-  return fail(c, c->p, "expected reorder:seed=N, order:R,R,... or duplicate[#N] after recv=, got %s",
-              got);
+  return mori_fi__fail(c, c->p, "expected reorder:seed=N, order:R,R,... or duplicate[#N] after "
+                       "recv=, got %s", got);
 }
 
 static int send_rule(cursor *c, mori_fi_rule *r) {
@@ -199,14 +186,14 @@ static int send_rule(cursor *c, mori_fi_rule *r) {
   r->target = MORI_FI_T_SEND;
   size_t n = word_len(c);
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strlen(words[i].word) == n && memcmp(c->p, words[i].word, n) == 0) {
+    if (mori_fi__is(c->p, n, words[i].word)) {
       c->p += n;
       r->action = words[i].action;
       return nth(c, r, 1);
     }
   char got[64];
   shown(c, got, sizeof got);
-  return fail(c, c->p, "expected drop, truncate or forge after send=, got %s", got);
+  return mori_fi__fail(c, c->p, "expected drop, truncate or forge after send=, got %s", got);
 }
 
 /* The rest of the rule, up to ';', trailing blanks trimmed. */
@@ -215,13 +202,13 @@ static int path_rule(cursor *c, mori_fi_rule *r, mori_fi_target target) {
   while (stop < c->end && *stop != ';') stop++;
   const char *last = stop;
   while (last > at && is_space(last[-1])) last--;
-  if (last == at) return fail(c, at, "expected a path");
+  if (last == at) return mori_fi__fail(c, at, "expected a path");
   for (const char *q = at; q < last; q++)
-    if (*q == '\0') return fail(c, q, "a path cannot hold a NUL byte");
+    if (*q == '\0') return mori_fi__fail(c, q, "a path cannot hold a NUL byte");
   r->target = target;
   r->action = MORI_FI_A_PATH;
   r->path = malloc((size_t)(last - at) + 1);
-  if (r->path == NULL) return fail(c, at, "out of memory");
+  if (r->path == NULL) return mori_fi__fail(c, at, "out of memory");
   memcpy(r->path, at, (size_t)(last - at));
   r->path[last - at] = '\0';
   c->p = last;
@@ -229,12 +216,13 @@ static int path_rule(cursor *c, mori_fi_rule *r, mori_fi_target target) {
 }
 
 static int call_rule(cursor *c, mori_fi_rule *r, const char *name, size_t n) {
-  if (n == 4 && memcmp(name, "call", 4) == 0) {
+  if (mori_fi__is(name, n, "call")) {
     r->target = MORI_FI_T_GLOBAL;
   } else {
     r->target = MORI_FI_T_CALL;
     r->call = mori_fi_call_find(name, n);
-    if (r->call < 0) return fail(c, name, "unknown function '%.*s'", (int)(n < 60 ? n : 60), name);
+    if (r->call < 0)
+      return mori_fi__fail(c, name, "unknown function '%.*s'", (int)(n < 60 ? n : 60), name);
   }
   if (nth(c, r, 0) != 0 || expect(c, "=", "the call number") != 0) return -1;
   return fault(c, r);
@@ -246,26 +234,28 @@ static int body(cursor *c, mori_fi_rule *r) {
   c->p += n;
   if (n > 0 && c->p < c->end && *c->p == '=') {
     c->p++;
-    if (n == 4 && memcmp(name, "recv", 4) == 0) return recv_rule(c, r);
-    if (n == 4 && memcmp(name, "send", 4) == 0) return send_rule(c, r);
-    if (n == 5 && memcmp(name, "count", 5) == 0) return path_rule(c, r, MORI_FI_T_COUNT);
-    if (n == 6 && memcmp(name, "record", 6) == 0) return path_rule(c, r, MORI_FI_T_RECORD);
-    return fail(c, name, "unknown setting '%.*s' (expected recv=, send=, count= or record=)",
-                (int)(n < 60 ? n : 60), name);
+    if (mori_fi__is(name, n, "recv")) return recv_rule(c, r);
+    if (mori_fi__is(name, n, "send")) return send_rule(c, r);
+    if (mori_fi__is(name, n, "count")) return path_rule(c, r, MORI_FI_T_COUNT);
+    if (mori_fi__is(name, n, "record")) return path_rule(c, r, MORI_FI_T_RECORD);
+    return mori_fi__fail(c, name,
+                         "unknown setting '%.*s' (expected recv=, send=, count= or record=)",
+                         (int)(n < 60 ? n : 60), name);
   }
   if (n > 0 && c->p < c->end && *c->p == '#') return call_rule(c, r, name, n);
   c->p = name;
   char got[64];
   shown(c, got, sizeof got);
-  return fail(c, name, "expected FUNCTION#N=, call#N=, recv=, send=, count= or record=, got %s",
-              got);
+  return mori_fi__fail(c, name,
+                       "expected FUNCTION#N=, call#N=, recv=, send=, count= or record=, got %s",
+                       got);
 }
 
 static int rule(cursor *c, mori_fi_rule *r) {
   const char *start = c->p;
   memset(r, 0, sizeof *r);
   r->rank = -1;
-  r->column = (size_t)(start - c->base) + 1;
+  r->column = (size_t)(start - c->line_start) + 1;
   if (take(c, "rank=")) {
     uint64_t v;
     if (number(c, RANK_MAX, &v, "a rank") != 0) return -1;
@@ -273,7 +263,7 @@ static int rule(cursor *c, mori_fi_rule *r) {
     if (c->p >= c->end || !is_space(*c->p)) {
       char got[64];
       shown(c, got, sizeof got);
-      return fail(c, c->p, "expected a space after rank=%d, got %s", r->rank, got);
+      return mori_fi__fail(c, c->p, "expected a space after rank=%d, got %s", r->rank, got);
     }
     skip_space(c);
   }
@@ -286,24 +276,21 @@ static int rule(cursor *c, mori_fi_rule *r) {
 }
 
 static int push(mori_fi_schedule *s, size_t *cap, const mori_fi_rule *r) {
-  if (s->n == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 4;
-    mori_fi_rule *rules = realloc(s->rules, ncap * sizeof *rules);
-    if (rules == NULL) return -1;
-    s->rules = rules;
-    *cap = ncap;
-  }
+  mori_fi_rule *rules = mori_fi__grow(s->rules, s->n, cap, sizeof *rules, 4);
+  if (rules == NULL) return -1;
+  s->rules = rules;
   s->rules[s->n++] = *r;
   return 0;
 }
 
 int mori_fi_parse(const char *spec, size_t len, mori_fi_schedule *out, char *err,
                   size_t errlen) {
-  cursor c = {spec, spec, spec + len, err, errlen};
+  cursor c = {.p = spec, .end = spec + len, .line_start = spec, .prefix = "MORI_FI: ",
+              .err = err, .errlen = errlen};
   size_t cap = 0;
   memset(out, 0, sizeof *out);
   if (err && errlen) err[0] = '\0';
-  if (spec == NULL && len > 0) return fail(&c, spec, "no input");
+  if (spec == NULL && len > 0) return mori_fi__fail(&c, spec, "no input");
   for (;;) {
     skip_space(&c);
     if (c.p == c.end) return 0;
@@ -314,7 +301,7 @@ int mori_fi_parse(const char *spec, size_t len, mori_fi_schedule *out, char *err
     mori_fi_rule r;
     if (rule(&c, &r) != 0 || push(out, &cap, &r) != 0) {
       free(r.path); /* a failed rule allocated none; a failed push still owns it */
-      if (err && errlen && err[0] == '\0') fail(&c, c.p, "out of memory");
+      if (err && errlen && err[0] == '\0') mori_fi__fail(&c, c.p, "out of memory");
       mori_fi_schedule_free(out);
       return -1;
     }
@@ -322,7 +309,7 @@ int mori_fi_parse(const char *spec, size_t len, mori_fi_schedule *out, char *err
     if (c.p < c.end && *c.p != ';') {
       char got[64];
       shown(&c, got, sizeof got);
-      fail(&c, c.p, "expected ';' or the end after the rule, got %s", got);
+      mori_fi__fail(&c, c.p, "expected ';' or the end after the rule, got %s", got);
       mori_fi_schedule_free(out);
       return -1;
     }

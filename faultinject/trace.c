@@ -7,10 +7,11 @@
  */
 #include "fi_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "parse.h"
 
 /* ---- value names ---- */
 
@@ -41,7 +42,7 @@ static const char *name_of(const named *t, size_t n, int v) {
 
 static int find_name(const named *t, size_t n, const char *s, size_t len, int *v) {
   for (size_t i = 0; i < n; i++)
-    if (strlen(t[i].name) == len && memcmp(t[i].name, s, len) == 0) {
+    if (mori_fi__is(s, len, t[i].name)) {
       *v = t[i].value;
       return 0;
     }
@@ -81,27 +82,8 @@ int mori_fi__spec_params(int call, mori_fi__param *out) {
 
 /* ---- the parser ---- */
 
-typedef struct cursor {
-  const char *p, *end, *line_start;
-  long line;
-  char *err;
-  size_t errlen;
-} cursor;
-
-static int fail(const cursor *c, const char *at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(const cursor *c, const char *at, const char *fmt, ...) {
-  if (c->err == NULL || c->errlen == 0) return -1;
-  int n = snprintf(c->err, c->errlen, "line %ld column %zu: ", c->line,
-                   (size_t)(at - c->line_start) + 1);
-  if (n < 0 || (size_t)n >= c->errlen) return -1;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+/* Lines count from 1: messages say "line L column C: ...". */
+typedef mori_fi__cursor cursor;
 
 /* A token: bytes up to a space or the end of the line. */
 typedef struct token {
@@ -117,33 +99,10 @@ static token next_token(cursor *c) {
   return t;
 }
 
-static int is_lit(token t, const char *lit) { return strlen(lit) == t.n && memcmp(t.s, lit, t.n) == 0; }
-
-/* Unsigned decimal or 0x hex filling all of [s, s + n). */
-static int parse_u64(const char *s, size_t n, uint64_t *out) {
-  uint64_t v = 0;
-  int hex = n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-  size_t i = hex ? 2 : 0;
-  if (i == n) return -1;
-  for (; i < n; i++) {
-    int d;
-    char ch = s[i];
-    if (ch >= '0' && ch <= '9') d = ch - '0';
-    else if (hex && ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
-    else if (hex && ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
-    else return -1;
-    uint64_t base = hex ? 16 : 10;
-    if (v > (UINT64_MAX - (uint64_t)d) / base) return -1;
-    v = v * base + (uint64_t)d;
-  }
-  *out = v;
-  return 0;
-}
-
 static int parse_i64(const char *s, size_t n, int64_t *out) {
   uint64_t v;
   int neg = n > 0 && s[0] == '-';
-  if (parse_u64(s + neg, n - (size_t)neg, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
+  if (mori_fi__u64(s + neg, n - (size_t)neg, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
   *out = neg ? -(int64_t)v : (int64_t)v;
   return 0;
 }
@@ -167,9 +126,10 @@ static int parse_symbol(const char *s, size_t n, const char *letters, int offset
   size_t digits = pre;
   while (digits < n && s[digits] >= '0' && s[digits] <= '9') digits++;
   uint64_t id, off = 0;
-  if (digits == pre || parse_u64(s + pre, digits - pre, &id) != 0 || id > 0x7fffffff) return -1;
+  if (digits == pre || mori_fi__u64(s + pre, digits - pre, &id) != 0 || id > 0x7fffffff) return -1;
   if (digits < n) {
-    if (!offset_ok || s[digits] != '+' || parse_u64(s + digits + 1, n - digits - 1, &off) != 0)
+    if (!offset_ok || s[digits] != '+' ||
+        mori_fi__u64(s + digits + 1, n - digits - 1, &off) != 0)
       return -1;
   }
   v->kind = MORI_FI_V_SYMBOL;
@@ -215,12 +175,10 @@ static int parse_fds(const char *s, size_t n, mori_fi_value *v) {
   return 0;
 }
 
-static int word_is(const char *s, size_t n, const char *w) { return strlen(w) == n && !memcmp(s, w, n); }
-
 /* One value of the given kind; -1 if it is not one. */
 static int parse_value(char kind, const char *s, size_t n, mori_fi_value *v) {
   memset(v, 0, sizeof *v);
-  if (word_is(s, n, "0") && strchr("HhRMaPDXOs", kind)) {
+  if (mori_fi__is(s, n, "0") && strchr("HhRMaPDXOs", kind)) {
     v->kind = MORI_FI_V_NULL;
     return 0;
   }
@@ -230,11 +188,11 @@ static int parse_value(char kind, const char *s, size_t n, mori_fi_value *v) {
   case 'M': return parse_symbol(s, n, "d", 0, v);
   case 's': return parse_symbol(s, n, "s", 0, v);
   case 'a':
-    if (word_is(s, n, "host")) { v->kind = MORI_FI_V_HOST; return 0; }
+    if (mori_fi__is(s, n, "host")) { v->kind = MORI_FI_V_HOST; return 0; }
     return parse_symbol(s, n, "rd", 1, v);
   case 'z': case 'u': case 'Z': {
     uint64_t u;
-    if (parse_u64(s, n, &u) != 0 || u > (uint64_t)INT64_MAX) return -1;
+    if (mori_fi__u64(s, n, &u) != 0 || u > (uint64_t)INT64_MAX) return -1;
     v->kind = MORI_FI_V_NUMBER;
     v->number = (int64_t)u;
     return 0;
@@ -265,8 +223,8 @@ static int parse_value(char kind, const char *s, size_t n, mori_fi_value *v) {
     return 0;
   }
   case 'X': case 'O': case 'f':
-    if (word_is(s, n, "fabric") && kind != 'f') { v->kind = MORI_FI_V_FABRIC; return 0; }
-    if (word_is(s, n, "other") && kind != 'X') { v->kind = MORI_FI_V_OTHER; return 0; }
+    if (mori_fi__is(s, n, "fabric") && kind != 'f') { v->kind = MORI_FI_V_FABRIC; return 0; }
+    if (mori_fi__is(s, n, "other") && kind != 'X') { v->kind = MORI_FI_V_OTHER; return 0; }
     return parse_symbol(s, n, "f", 0, v);
   case 'F': return parse_fds(s, n, v);
   default: return -1;
@@ -295,31 +253,35 @@ static const char *kind_help(char kind) {
 static int parse_arg(cursor *c, const mori_fi__param *p, mori_fi_value *v) {
   token t = next_token(c);
   size_t klen = strlen(p->key);
-  if (t.n <= klen || memcmp(t.s, p->key, klen) != 0 || t.s[klen] != '=')
-    return fail(c, t.s, "expected %s=..., got '%.*s'", p->key, (int)(t.n < 40 ? t.n : 40), t.s);
+  if (!mori_fi__starts(t.s, t.n, p->key) || t.s[klen] != '=')
+    return mori_fi__fail(c, t.s, "expected %s=..., got '%.*s'", p->key,
+                         (int)(t.n < 40 ? t.n : 40), t.s);
   if (parse_value(p->kind, t.s + klen + 1, t.n - klen - 1, v) != 0)
-    return fail(c, t.s + klen + 1, "%s: expected %s, got '%.*s'", p->key, kind_help(p->kind),
-                (int)(t.n - klen - 1 < 40 ? t.n - klen - 1 : 40), t.s + klen + 1);
+    return mori_fi__fail(c, t.s + klen + 1, "%s: expected %s, got '%.*s'", p->key,
+                         kind_help(p->kind), (int)(t.n - klen - 1 < 40 ? t.n - klen - 1 : 40),
+                         t.s + klen + 1);
   return 0;
 }
 
 static int parse_rc(cursor *c, mori_fi_trace_rec *r) {
   token t = next_token(c);
-  if (t.n < 4 || memcmp(t.s, "rc=", 3) != 0)
-    return fail(c, t.s, "expected rc=..., got '%.*s'", (int)(t.n < 40 ? t.n : 40), t.s);
+  if (!mori_fi__starts(t.s, t.n, "rc="))
+    return mori_fi__fail(c, t.s, "expected rc=..., got '%.*s'", (int)(t.n < 40 ? t.n : 40), t.s);
   const char *s = t.s + 3;
   size_t n = t.n - 3;
   int code;
   int64_t v;
   if (mori_fi_call_is_hip(r->call) && mori_fi_error_find(s, n, &code) == 0) r->rc = code;
   else if (parse_i64(s, n, &v) == 0 && v >= -2147483647 - 1 && v <= 0x7fffffff) r->rc = (long)v;
-  else return fail(c, s, "rc: expected a HIP error name or a number, got '%.*s'", (int)(n < 40 ? n : 40), s);
+  else
+    return mori_fi__fail(c, s, "rc: expected a HIP error name or a number, got '%.*s'",
+                         (int)(n < 40 ? n : 40), s);
   for (;;) {
     t = next_token(c);
     if (t.n == 0) return 0;
-    if (is_lit(t, "injected")) r->injected = 1;
-    else if (!(t.n > 6 && memcmp(t.s, "errno=", 6) == 0))
-      return fail(c, t.s, "unexpected '%.*s' after rc", (int)(t.n < 40 ? t.n : 40), t.s);
+    if (mori_fi__is(t.s, t.n, "injected")) r->injected = 1;
+    else if (!mori_fi__starts(t.s, t.n, "errno="))
+      return mori_fi__fail(c, t.s, "unexpected '%.*s' after rc", (int)(t.n < 40 ? t.n : 40), t.s);
   }
 }
 
@@ -328,17 +290,19 @@ static int parse_line(cursor *c, mori_fi_trace_rec *r) {
   r->line = c->line;
   token t = next_token(c);
   uint64_t idx;
-  if (is_lit(t, "-")) r->index = -1;
-  else if (parse_u64(t.s, t.n, &idx) == 0 && idx <= 0x7fffffffffffll) r->index = (long)idx;
-  else return fail(c, t.s, "expected a call index or '-', got '%.*s'", (int)(t.n < 40 ? t.n : 40), t.s);
+  if (mori_fi__is(t.s, t.n, "-")) r->index = -1;
+  else if (mori_fi__u64(t.s, t.n, &idx) == 0 && idx <= 0x7fffffffffffll) r->index = (long)idx;
+  else
+    return mori_fi__fail(c, t.s, "expected a call index or '-', got '%.*s'",
+                         (int)(t.n < 40 ? t.n : 40), t.s);
   t = next_token(c);
   r->call = mori_fi_call_find(t.s, t.n);
-  if (r->call < 0 || (t.n >= 5 && memcmp(t.s, "mori_", 5) == 0)) /* traces use the plain names */
-    return fail(c, t.s, "unknown call '%.*s'", (int)(t.n < 60 ? t.n : 60), t.s);
+  if (r->call < 0 || mori_fi__starts(t.s, t.n, "mori_")) /* traces use the plain names */
+    return mori_fi__fail(c, t.s, "unknown call '%.*s'", (int)(t.n < 60 ? t.n : 60), t.s);
   if (mori_fi_call_is_hip(r->call) != (r->index >= 0))
-    return fail(c, t.s, "%s %s", mori_fi_call_name(r->call),
-                r->index >= 0 ? "is not a runtime call: its index is '-'"
-                              : "is a runtime call: it needs a call index");
+    return mori_fi__fail(c, t.s, "%s %s", mori_fi_call_name(r->call),
+                         r->index >= 0 ? "is not a runtime call: its index is '-'"
+                                       : "is a runtime call: it needs a call index");
   mori_fi__param params[MORI_FI_TRACE_ARGS];
   int np = mori_fi__spec_params(r->call, params);
   for (int i = 0; i < np; i++) {
@@ -355,7 +319,7 @@ static void header(cursor *c, mori_fi_trace *t) {
   while (p < c->end && *p != '\n') p++;
   size_t n = (size_t)(p - c->p);
   int64_t rank;
-  if (n > 7 && memcmp(c->p, "# rank ", 7) == 0 && parse_i64(c->p + 7, n - 7, &rank) == 0 &&
+  if (mori_fi__starts(c->p, n, "# rank ") && parse_i64(c->p + 7, n - 7, &rank) == 0 &&
       rank >= 0 && rank <= 0x7fffffff)
     t->rank = (int)rank;
   c->p = p;
@@ -363,7 +327,8 @@ static void header(cursor *c, mori_fi_trace *t) {
 
 int mori_trace_parse(const char *text, size_t len, mori_fi_trace *out, char *err,
                      size_t errlen) {
-  cursor c = {text, text + len, text, 1, err, errlen};
+  cursor c = {.p = text, .end = text + len, .line_start = text, .line = 1, .prefix = "",
+              .err = err, .errlen = errlen};
   size_t cap = 0;
   memset(out, 0, sizeof *out);
   out->rank = -1;
@@ -374,17 +339,13 @@ int mori_trace_parse(const char *text, size_t len, mori_fi_trace *out, char *err
     if (*c.p == '#') {
       header(&c, out);
     } else if (*c.p != '\n') {
-      if (out->n == cap) {
-        size_t ncap = cap ? cap * 2 : 64;
-        mori_fi_trace_rec *recs = realloc(out->recs, ncap * sizeof *recs);
-        if (recs == NULL) {
-          fail(&c, c.p, "out of memory");
-          mori_trace_free(out);
-          return -1;
-        }
-        out->recs = recs;
-        cap = ncap;
+      mori_fi_trace_rec *recs = mori_fi__grow(out->recs, out->n, &cap, sizeof *recs, 64);
+      if (recs == NULL) {
+        mori_fi__fail(&c, c.p, "out of memory");
+        mori_trace_free(out);
+        return -1;
       }
+      out->recs = recs;
       if (parse_line(&c, &out->recs[out->n]) != 0) {
         mori_trace_free(out);
         return -1;
@@ -392,7 +353,7 @@ int mori_trace_parse(const char *text, size_t len, mori_fi_trace *out, char *err
       out->n++;
     }
     if (c.p < c.end && *c.p != '\n') {
-      fail(&c, c.p, "unexpected byte 0x%02x", (unsigned char)*c.p);
+      mori_fi__fail(&c, c.p, "unexpected byte 0x%02x", (unsigned char)*c.p);
       mori_trace_free(out);
       return -1;
     }
