@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 int mori_fi__fail(const mori_fi__cursor *c, const char *at, const char *fmt, ...) {
   if (c->err == NULL || c->errlen == 0) return -1;
@@ -59,4 +60,22 @@ void *mori_fi__grow(void *array, size_t n, size_t *cap, size_t size, size_t firs
   void *grown = realloc(array, ncap * size);
   if (grown != NULL) *cap = ncap;
   return grown;
+}
+
+size_t mori_fi__msg_bytes(const struct msghdr *msg) {
+  size_t n = 0;
+  for (size_t i = 0; i < msg->msg_iovlen; i++) n += msg->msg_iov[i].iov_len;
+  return n;
+}
+
+int mori_fi__msg_fds(const struct msghdr *msg, int *fds, int max) {
+  int n = 0;
+  for (struct cmsghdr *c = msg->msg_controllen ? CMSG_FIRSTHDR(msg) : NULL; c != NULL;
+       c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k && n < max; i++, n++)
+      memcpy(&fds[n], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  return n;
 }

@@ -3,13 +3,17 @@
  * reports a defect by its line and column, exact words and key prefixes,
  * unsigned numbers that never read past their end, and the growth of the
  * arrays they fill.  The schedule (schedule.c) and trace (trace.c) parsers
- * read with them.
+ * read with them; the fault shim grows its datagram queues and trace
+ * symbols with them and reads a socket message's bytes and fds with them
+ * on both sides (preload_dgram.c, preload_record.c).
  */
 #ifndef MORI_FI_PARSE_H
 #define MORI_FI_PARSE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct msghdr;
 
 /* Where a parser is, and where its defects are reported.  A schedule is one
  * line (line 0: its messages name the column alone); a trace counts lines
@@ -45,5 +49,12 @@ int mori_fi__u64(const char *s, size_t n, uint64_t *out);
  * Returns the array to use from now on, or NULL (out of memory) with the
  * array and *cap as they were. */
 void *mori_fi__grow(void *array, size_t n, size_t *cap, size_t size, size_t first);
+
+/* The bytes msg's iovecs hold. */
+size_t mori_fi__msg_bytes(const struct msghdr *msg);
+
+/* The fds msg's SCM_RIGHTS messages carry, in order, at most max of them
+ * copied to fds (the rest are neither copied nor closed); returns how many. */
+int mori_fi__msg_fds(const struct msghdr *msg, int *fds, int max);
 
 #endif

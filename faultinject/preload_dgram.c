@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mori/wire.h"
+#include "parse.h"
 
 #define HELD_BYTES 4096 /* far more than any datagram of the channel */
 #define HELD_FDS 64
@@ -54,13 +55,9 @@ static size_t nqueues, cap_queues;
 static rqueue *queue_for(int fd, const mori_fi_rule *order) {
   for (size_t i = 0; i < nqueues; i++)
     if (queues[i].fd == fd) return &queues[i];
-  if (nqueues == cap_queues) {
-    size_t cap = cap_queues ? cap_queues * 2 : 8;
-    rqueue *q = realloc(queues, cap * sizeof *q);
-    if (q == NULL) return NULL;
-    queues = q;
-    cap_queues = cap;
-  }
+  rqueue *q = mori_fi__grow(queues, nqueues, &cap_queues, sizeof *q, 8);
+  if (q == NULL) return NULL;
+  queues = q;
   uint64_t seed = order && order->action == MORI_FI_A_REORDER ? order->seed : 0;
   queues[nqueues] = (rqueue){fd, NULL, 0, 0, 0, seed * 0x9E3779B97F4A7C15ull + 1};
   return &queues[nqueues++];
@@ -94,13 +91,9 @@ void fi__dgram_reset(void) {
 }
 
 static int push(rqueue *q, held *h) {
-  if (q->n == q->cap) {
-    size_t cap = q->cap ? q->cap * 2 : 8;
-    held **a = realloc(q->q, cap * sizeof *a);
-    if (a == NULL) return -1;
-    q->q = a;
-    q->cap = cap;
-  }
+  held **a = mori_fi__grow(q->q, q->n, &q->cap, sizeof *a, 8);
+  if (a == NULL) return -1;
+  q->q = a;
   q->q[q->n++] = h;
   return 0;
 }
@@ -131,17 +124,13 @@ static held *copy_dup(const held *h) {
 }
 
 static void collect(struct msghdr *m, held *h) {
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
-    if (c->cmsg_level != SOL_SOCKET) continue;
-    if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof h->cred)) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+        c->cmsg_len >= CMSG_LEN(sizeof h->cred)) {
       memcpy(&h->cred, CMSG_DATA(c), sizeof h->cred);
       h->has_cred = 1;
-    } else if (c->cmsg_type == SCM_RIGHTS) {
-      size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < k && h->nfds < HELD_FDS; i++)
-        memcpy(&h->fds[h->nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
     }
-  }
+  h->nfds = mori_fi__msg_fds(m, h->fds, HELD_FDS);
 }
 
 /* Takes everything the socket holds now into q.  Returns 0, or the errno
@@ -299,12 +288,6 @@ ssize_t fi__dgram_recvmsg(int fd, struct msghdr *msg, int flags) {
 
 /* ---- sending ---- */
 
-static size_t msg_bytes(const struct msghdr *msg) {
-  size_t n = 0;
-  for (size_t i = 0; i < msg->msg_iovlen; i++) n += msg->msg_iov[i].iov_len;
-  return n;
-}
-
 /* The datagram once more, from a child: the receiver's SO_PASSCRED then
  * names a pid that no rank has. */
 static void forge(int fd, const struct msghdr *msg, int flags) {
@@ -323,7 +306,7 @@ static void forge(int fd, const struct msghdr *msg, int flags) {
 
 /* A copy of msg whose bytes stop at half its length. */
 static ssize_t send_truncated(int fd, const struct msghdr *msg, int flags) {
-  size_t total = msg_bytes(msg), half = total / 2, copied = 0;
+  size_t total = mori_fi__msg_bytes(msg), half = total / 2, copied = 0;
   uint8_t *buf = malloc(half ? half : 1);
   if (buf == NULL) {
     errno = ENOMEM;
@@ -358,7 +341,7 @@ ssize_t fi__dgram_sendmsg(int fd, const struct msghdr *msg, int flags) {
   pthread_mutex_unlock(&fi__lock);
   if (do_forge) forge(fd, msg, flags);
   ssize_t rc;
-  if (action == MORI_FI_A_DROP) rc = (ssize_t)msg_bytes(msg);
+  if (action == MORI_FI_A_DROP) rc = (ssize_t)mori_fi__msg_bytes(msg);
   else if (action == MORI_FI_A_TRUNCATE) rc = send_truncated(fd, msg, flags);
   else rc = fi__real.sendmsg(fd, msg, flags);
   int e = errno;

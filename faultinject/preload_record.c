@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "parse.h"
+
 /* ---- symbols ---- */
 
 typedef struct sym {
@@ -29,13 +31,9 @@ static size_t nsyms, cap_syms;
 static long next_id[128];
 
 static sym *sym_add(char kind, uintptr_t value, size_t size) {
-  if (nsyms == cap_syms) {
-    size_t cap = cap_syms ? cap_syms * 2 : 256;
-    sym *s = realloc(syms, cap * sizeof *s);
-    if (s == NULL) return NULL;
-    syms = s;
-    cap_syms = cap;
-  }
+  sym *s = mori_fi__grow(syms, nsyms, &cap_syms, sizeof *s, 256);
+  if (s == NULL) return NULL;
+  syms = s;
   syms[nsyms] = (sym){kind, ++next_id[(unsigned char)kind], value, size, 1};
   return &syms[nsyms++];
 }
@@ -263,23 +261,16 @@ void fi__record_hip(int call, long index, const fi_arg *argv, hipError_t rc, int
 void fi__record_msg(int call, const struct msghdr *msg, ssize_t rc, int injected) {
   if (rc < 0 || open_trace() != 0) return;
   line l = {.n = 0};
-  size_t bytes = 0;
-  int nfds = 0;
-  for (size_t i = 0; i < msg->msg_iovlen; i++) bytes += msg->msg_iov[i].iov_len;
+  int fds[MORI_FI_TRACE_FDS];
+  int nfds = mori_fi__msg_fds(msg, fds, MORI_FI_TRACE_FDS);
   put(&l, "- %s fds=", mori_fi_call_name(call));
-  for (struct cmsghdr *c = msg->msg_controllen ? CMSG_FIRSTHDR(msg) : NULL; c != NULL;
-       c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t j = 0; j < k && nfds < MORI_FI_TRACE_FDS; j++, nfds++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + j * sizeof(int), sizeof fd);
-      if (nfds) put(&l, ",");
-      put_fd(&l, fd, call == MORI_FI_CALL_recvmsg ? FD_FRESH : FD_KNOWN_OR_NEW);
-    }
+  for (int i = 0; i < nfds; i++) {
+    if (i) put(&l, ",");
+    put_fd(&l, fds[i], call == MORI_FI_CALL_recvmsg ? FD_FRESH : FD_KNOWN_OR_NEW);
   }
   if (nfds == 0) put(&l, "none");
-  put(&l, " bytes=0x%zx rc=%zd%s", call == MORI_FI_CALL_recvmsg ? (size_t)rc : bytes, rc,
+  put(&l, " bytes=0x%zx rc=%zd%s",
+      call == MORI_FI_CALL_recvmsg ? (size_t)rc : mori_fi__msg_bytes(msg), rc,
       injected ? " injected" : "");
   emit(&l);
 }
