@@ -5,6 +5,7 @@
  * count= and record= write, and that a malformed MORI_FI stops the program.
  */
 #include "fault_harness.h"
+#include "read_all.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -166,16 +167,6 @@ static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return fh_report(msg, msglen, fds0, rc, extra);
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  char *buf = malloc(1 << 20);
-  *len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  if (buf) buf[*len] = '\0';
-  fclose(f);
-  return buf;
-}
-
 static void count_and_record_write_one_file_per_rank(void **s) {
   (void)s;
   char dir[] = "/tmp/mori-fi-test-XXXXXX", spec[256], path[512];
@@ -188,7 +179,7 @@ static void count_and_record_write_one_file_per_rank(void **s) {
     size_t len;
     long calls = fh_num(res[r].msg, "calls");
     snprintf(path, sizeof path, "%s/c.%d", dir, r);
-    char *count = slurp(path, &len);
+    char *count = test_read_file(path, &len);
     assert_non_null(count);
     /* the count file is written at exit, after the atexit teardown: at least
      * as many calls as the rank had made when it reported */
@@ -216,7 +207,7 @@ static void count_and_record_write_one_file_per_rank(void **s) {
     }
     assert_true(timed > 5 && all_us > 1.0);
     snprintf(path, sizeof path, "%s/t.%d", dir, r);
-    char *text = slurp(path, &len), err[256];
+    char *text = test_read_file(path, &len), err[256];
     assert_non_null(text);
     mori_fi_trace t;
     if (mori_trace_parse(text, len, &t, err, sizeof err) != 0) fail_msg("%s: %s", path, err);
@@ -582,9 +573,8 @@ static void malformed_mori_fi_stops_the_program_naming_the_column(void **s) {
   pid_t pid;
   assert_int_equal(posix_spawn(&pid, "/bin/true", &fa, NULL, argv, env), 0);
   close(p[1]);
-  char out[256] = "";
-  ssize_t k = read(p[0], out, sizeof out - 1);
-  out[k > 0 ? k : 0] = '\0';
+  char out[256];
+  test_read_fd(p[0], out, sizeof out);
   close(p[0]);
   int st = 0;
   waitpid(pid, &st, 0);

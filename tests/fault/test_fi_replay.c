@@ -7,6 +7,7 @@
  * LD_PRELOAD=libmori_faultinject.so (recording needs it).
  */
 #include "fault_harness.h"
+#include "read_all.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,9 +42,8 @@ static void sim_lists_the_same_names(const char *var, const char *(*name)(int)) 
     _exit(w < 0);
   }
   close(p[1]);
-  char buf[1024] = "";
-  ssize_t n = read(p[0], buf, sizeof buf - 1);
-  buf[n > 0 ? n : 0] = '\0';
+  char buf[1024];
+  test_read_fd(p[0], buf, sizeof buf);
   close(p[0]);
   waitpid(pid, NULL, 0);
   const char *valid = strstr(buf, "valid:");
@@ -89,16 +89,6 @@ static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return fh_report(msg, msglen, fds0, rc, "");
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  char *buf = malloc(1 << 20);
-  *len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  if (buf) buf[*len] = '\0';
-  fclose(f);
-  return buf;
-}
-
 static void recorded_core_run_replays_clean_under_every_profile_and_quirk(void **s) {
   (void)s;
   char dir[] = "/tmp/mori-fi-replay-XXXXXX", spec[128], path[160];
@@ -110,7 +100,7 @@ static void recorded_core_run_replays_clean_under_every_profile_and_quirk(void *
   for (int r = 0; r < 4; r++) {
     size_t len;
     snprintf(path, sizeof path, "%s/t.%d", dir, r);
-    char *text = slurp(path, &len);
+    char *text = test_read_file(path, &len);
     assert_non_null(text);
     const char *a;
     for (int i = 0; (a = mori_sim_profile_name(i)) != NULL; i++) {
@@ -141,7 +131,7 @@ static void traces_recorded_on_h200_with_the_cuda_shim_replay_clean(void **s) {
       char path[512];
       size_t len;
       snprintf(path, sizeof path, "%s/h200-cuda-%s.%d", MORI_FI_TRACES, names[i], r);
-      char *text = slurp(path, &len);
+      char *text = test_read_file(path, &len);
       if (text == NULL) fail_msg("cannot read %s", path);
       assert_non_null(strstr(text, " hipMemImportFromShareableHandle out=h"));
       const char *a;
@@ -286,9 +276,7 @@ static int cli(const char *text, char *const *extra, char *out, size_t cap) {
     _exit(127);
   }
   close(p[1]);
-  size_t n = 0;
-  for (ssize_t k; n < cap - 1 && (k = read(p[0], out + n, cap - 1 - n)) > 0;) n += (size_t)k;
-  out[n] = '\0';
+  test_read_fd(p[0], out, cap);
   close(p[0]);
   int st = 0;
   waitpid(pid, &st, 0);
