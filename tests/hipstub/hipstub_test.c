@@ -2,7 +2,8 @@
  * hipstub_test.c - the scenario every real-runtime backend must pass: a
  * POSIX-fd window created here, its fd carried by SCM_RIGHTS to another
  * process that imports, maps, reads, writes and signals, and both sides
- * torn down to an empty ledger.
+ * torn down to an empty ledger; and the same for a fabric window, its blob
+ * carried as plain bytes, where the backend's runtime can export one.
  */
 #include "hipstub_test.h"
 
@@ -102,5 +103,70 @@ void hipstub_share_posix_window(void) {
   assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
   assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_close(fd), 0);
+  assert_int_equal(mori_shim_registry_total(), 0);
+}
+
+/* The importer of a fabric window: receives the blob as plain bytes, maps
+ * the allocation it names and checks the pattern the exporter wrote. */
+static void child_import_fabric(int from_parent, size_t size, size_t bytes, unsigned seed) {
+  hipMemGenericAllocationHandle_t h = NULL;
+  hipMemAccessDesc rw = hipstub_rw(0);
+  hipMemFabricHandle_t blob;
+  unsigned char got[PATTERN_BYTES], want[PATTERN_BYTES];
+  void *va = NULL;
+  CHILD_CHECK(bytes <= PATTERN_BYTES);
+  CHILD_CHECK(read(from_parent, &blob, sizeof blob) == (ssize_t)sizeof blob);
+  CHILD_CHECK(mori_hipMemImportFromShareableHandle(&h, &blob, hipMemHandleTypeFabric) ==
+              hipSuccess);
+  CHILD_CHECK(mori_hipMemAddressReserve(&va, size, 0, NULL, 0) == hipSuccess);
+  CHILD_CHECK(mori_hipMemMap(va, size, 0, h, 0) == hipSuccess);
+  CHILD_CHECK(mori_hipMemSetAccess(va, size, &rw, 1) == hipSuccess);
+  CHILD_CHECK(mori_hipMemcpy(got, va, bytes, hipMemcpyDeviceToHost) == hipSuccess);
+  hipstub_fill_pattern(want, bytes, seed);
+  CHILD_CHECK(memcmp(got, want, bytes) == 0);
+  CHILD_CHECK(mori_hipMemUnmap(va, size) == hipSuccess);
+  CHILD_CHECK(mori_hipMemAddressFree(va, size) == hipSuccess);
+  CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess);
+  CHILD_CHECK(mori_shim_registry_total() == 0);
+  _exit(0);
+}
+
+void hipstub_share_fabric_window(size_t bytes, unsigned seed) {
+  size_t size = hipstub_granularity(hipMemHandleTypeFabric);
+  hipMemAllocationProp prop = hipstub_prop(hipMemHandleTypeFabric, 0);
+  hipMemAccessDesc rw = hipstub_rw(0);
+  hipMemGenericAllocationHandle_t h = NULL;
+  hipMemFabricHandle_t blob;
+  unsigned char buf[PATTERN_BYTES];
+  void *va = NULL;
+  int pipefd[2];
+
+  assert_true(bytes <= sizeof buf);
+  /* The importer starts before anything exists, as a peer rank would. */
+  assert_int_equal(mori_shim_registry_total(), 0);
+  assert_int_equal(pipe(pipefd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(pipefd[1]);
+    child_import_fabric(pipefd[0], size, bytes, seed);
+  }
+  close(pipefd[0]);
+
+  assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipSuccess);
+  assert_int_equal(mori_hipMemAddressReserve(&va, size, 0, NULL, 0), hipSuccess);
+  assert_int_equal(mori_hipMemMap(va, size, 0, h, 0), hipSuccess);
+  assert_int_equal(mori_hipMemSetAccess(va, size, &rw, 1), hipSuccess);
+  hipstub_fill_pattern(buf, bytes, seed);
+  assert_int_equal(mori_hipMemcpy(va, buf, bytes, hipMemcpyHostToDevice), hipSuccess);
+  assert_int_equal(mori_hipMemExportToShareableHandle(&blob, h, hipMemHandleTypeFabric, 0),
+                   hipSuccess);
+  assert_int_equal(write(pipefd[1], &blob, sizeof blob), (ssize_t)sizeof blob);
+  close(pipefd[1]);
+  hipstub_assert_child_ok(pid);
+
+  assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
+  assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
+  assert_int_equal(mori_hipMemRelease(h), hipSuccess);
   assert_int_equal(mori_shim_registry_total(), 0);
 }

@@ -43,6 +43,9 @@ size_t hipstub_granularity(hipMemAllocationHandleType type);
 void hipstub_fill_pattern(unsigned char *buf, size_t n, unsigned seed);
 /* The whole POSIX-fd lifecycle across two processes (hipstub_test.c). */
 void hipstub_share_posix_window(void);
+/* A fabric window shared with another process, which reads back the first
+ * bytes (at most 4096) of seed's pattern (hipstub_test.c). */
+void hipstub_share_fabric_window(size_t bytes, unsigned seed);
 
 /* A child process reports a failed check by its exit status (the line) and
  * a line on stderr; the parent asserts the status is 0. */

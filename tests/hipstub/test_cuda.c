@@ -40,66 +40,16 @@ static void posix_fd_window_is_shared_with_another_process_and_torn_down_without
 
 /* ---- fabric: NOT_PERMITTED without IMEX, as on the H200 host ---- */
 
-static void child_import_fabric(int from_parent, size_t size) {
-  hipMemGenericAllocationHandle_t h = NULL;
-  hipMemAccessDesc rw = hipstub_rw(0);
-  hipMemFabricHandle_t blob;
-  unsigned char got[256], want[256];
-  void *va = NULL;
-  CHILD_CHECK(read(from_parent, &blob, sizeof blob) == (ssize_t)sizeof blob);
-  CHILD_CHECK(mori_hipMemImportFromShareableHandle(&h, &blob, hipMemHandleTypeFabric) ==
-              hipSuccess);
-  CHILD_CHECK(mori_hipMemAddressReserve(&va, size, 0, NULL, 0) == hipSuccess);
-  CHILD_CHECK(mori_hipMemMap(va, size, 0, h, 0) == hipSuccess);
-  CHILD_CHECK(mori_hipMemSetAccess(va, size, &rw, 1) == hipSuccess);
-  CHILD_CHECK(mori_hipMemcpy(got, va, sizeof got, hipMemcpyDeviceToHost) == hipSuccess);
-  hipstub_fill_pattern(want, sizeof want, 5);
-  CHILD_CHECK(memcmp(got, want, sizeof got) == 0);
-  CHILD_CHECK(mori_hipMemUnmap(va, size) == hipSuccess);
-  CHILD_CHECK(mori_hipMemAddressFree(va, size) == hipSuccess);
-  CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess);
-  CHILD_CHECK(mori_shim_registry_total() == 0);
-  _exit(0);
-}
-
 static void fabric_handle_needs_an_imex_domain(void **state) {
-  size_t size = hipstub_granularity(hipMemHandleTypeFabric);
-  hipMemAllocationProp prop = hipstub_prop(hipMemHandleTypeFabric, 0);
-  hipMemAccessDesc rw = hipstub_rw(0);
-  hipMemGenericAllocationHandle_t h = NULL;
-  hipMemFabricHandle_t blob;
-  unsigned char buf[256];
-  void *va = NULL;
-  int pipefd[2];
-
-  if (!imex_domain()) {
-    assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipErrorNotSupported);
-    assert_string_equal(mori_shim_message(), "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)");
-    assert_int_equal(mori_shim_registry_total(), 0);
+  if (imex_domain()) {
+    hipstub_share_fabric_window(256, 5);
     return;
   }
-  assert_int_equal(pipe(pipefd), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(pipefd[1]);
-    child_import_fabric(pipefd[0], size);
-  }
-  close(pipefd[0]);
-  assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipSuccess);
-  assert_int_equal(mori_hipMemAddressReserve(&va, size, 0, NULL, 0), hipSuccess);
-  assert_int_equal(mori_hipMemMap(va, size, 0, h, 0), hipSuccess);
-  assert_int_equal(mori_hipMemSetAccess(va, size, &rw, 1), hipSuccess);
-  hipstub_fill_pattern(buf, sizeof buf, 5);
-  assert_int_equal(mori_hipMemcpy(va, buf, sizeof buf, hipMemcpyHostToDevice), hipSuccess);
-  assert_int_equal(mori_hipMemExportToShareableHandle(&blob, h, hipMemHandleTypeFabric, 0),
-                   hipSuccess);
-  assert_int_equal(write(pipefd[1], &blob, sizeof blob), (ssize_t)sizeof blob);
-  close(pipefd[1]);
-  hipstub_assert_child_ok(pid);
-  assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
-  assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
-  assert_int_equal(mori_hipMemRelease(h), hipSuccess);
+  size_t size = hipstub_granularity(hipMemHandleTypeFabric);
+  hipMemAllocationProp prop = hipstub_prop(hipMemHandleTypeFabric, 0);
+  hipMemGenericAllocationHandle_t h = NULL;
+  assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipErrorNotSupported);
+  assert_string_equal(mori_shim_message(), "cuMemCreate: CUDA_ERROR_NOT_PERMITTED (800)");
   assert_int_equal(mori_shim_registry_total(), 0);
 }
 

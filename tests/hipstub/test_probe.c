@@ -55,69 +55,10 @@ static void fabric_create_and_export_follow_the_arch_profile(void **state) {
   assert_int_equal(mori_shim_registry_total(), 0);
 }
 
-/* The importer: receives the blob as plain bytes, maps the allocation it
- * names and checks what the exporter wrote there. */
-static void child_import_fabric(int from_parent, size_t size) {
-  hipMemGenericAllocationHandle_t h = NULL;
-  hipMemAccessDesc rw = hipstub_rw(0);
-  hipMemFabricHandle_t blob;
-  unsigned char got[PATTERN_BYTES], want[PATTERN_BYTES];
-  void *va = NULL;
-  CHILD_CHECK(read(from_parent, &blob, sizeof blob) == (ssize_t)sizeof blob);
-  CHILD_CHECK(mori_hipMemImportFromShareableHandle(&h, &blob, hipMemHandleTypeFabric) ==
-              hipSuccess);
-  CHILD_CHECK(mori_hipMemAddressReserve(&va, size, 0, NULL, 0) == hipSuccess);
-  CHILD_CHECK(mori_hipMemMap(va, size, 0, h, 0) == hipSuccess);
-  CHILD_CHECK(mori_hipMemSetAccess(va, size, &rw, 1) == hipSuccess);
-  CHILD_CHECK(mori_hipMemcpy(got, va, sizeof got, hipMemcpyDeviceToHost) == hipSuccess);
-  hipstub_fill_pattern(want, sizeof want, 3);
-  CHILD_CHECK(memcmp(got, want, sizeof got) == 0);
-  CHILD_CHECK(mori_hipMemUnmap(va, size) == hipSuccess);
-  CHILD_CHECK(mori_hipMemAddressFree(va, size) == hipSuccess);
-  CHILD_CHECK(mori_hipMemRelease(h) == hipSuccess);
-  CHILD_CHECK(mori_shim_registry_total() == 0);
-  _exit(0);
-}
-
 static void fabric_blob_imports_in_another_process_where_export_works(void **state) {
   const struct expectation *x = expected();
   if (x->fabric_create != hipSuccess || x->fabric_export != hipSuccess) skip();
-  hipMemAllocationProp prop = hipstub_prop(hipMemHandleTypeFabric, 0);
-  hipMemAccessDesc rw = hipstub_rw(0);
-  hipMemGenericAllocationHandle_t h = NULL;
-  hipMemFabricHandle_t blob;
-  unsigned char buf[PATTERN_BYTES];
-  size_t size = hipstub_granularity(hipMemHandleTypeFabric);
-  void *va = NULL;
-  int pipefd[2];
-
-  /* The importer starts before anything exists, as a peer rank would. */
-  assert_int_equal(mori_shim_registry_total(), 0);
-  assert_int_equal(pipe(pipefd), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(pipefd[1]);
-    child_import_fabric(pipefd[0], size);
-  }
-  close(pipefd[0]);
-
-  assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipSuccess);
-  assert_int_equal(mori_hipMemAddressReserve(&va, size, 0, NULL, 0), hipSuccess);
-  assert_int_equal(mori_hipMemMap(va, size, 0, h, 0), hipSuccess);
-  assert_int_equal(mori_hipMemSetAccess(va, size, &rw, 1), hipSuccess);
-  hipstub_fill_pattern(buf, sizeof buf, 3);
-  assert_int_equal(mori_hipMemcpy(va, buf, sizeof buf, hipMemcpyHostToDevice), hipSuccess);
-  assert_int_equal(mori_hipMemExportToShareableHandle(&blob, h, hipMemHandleTypeFabric, 0),
-                   hipSuccess);
-  assert_int_equal(write(pipefd[1], &blob, sizeof blob), (ssize_t)sizeof blob);
-  close(pipefd[1]);
-  hipstub_assert_child_ok(pid);
-
-  assert_int_equal(mori_hipMemUnmap(va, size), hipSuccess);
-  assert_int_equal(mori_hipMemAddressFree(va, size), hipSuccess);
-  assert_int_equal(mori_hipMemRelease(h), hipSuccess);
-  assert_int_equal(mori_shim_registry_total(), 0);
+  hipstub_share_fabric_window(PATTERN_BYTES, 3);
 }
 
 /* Read from hipDeviceProp_tR0600, not from a shifting attribute number. */
