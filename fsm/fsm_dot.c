@@ -1,8 +1,8 @@
 /*
- * fsm_dot.c - the machine's tables in words: the invariant line of each
- * state rendered from the invariant table, the Graphviz diagram and the
- * markdown table of steps drawn from the transition table
- * (docs/state-machine.md embeds both; a test compares).
+ * fsm_dot.c - the tables in words: the invariant line of each state, the
+ * Graphviz diagram, and the markdown tables of steps, states, resource
+ * kinds and lifecycles, every one drawn from fsm.h's lists
+ * (docs/state-machine.md embeds them; tests compare).
  */
 #include "fsm_internal.h"
 
@@ -42,7 +42,7 @@ static int is_const(mori__bound b, int c) { return b.per_world == 0 && b.plus ==
 
 /* "1 physical handle, 0..1 exported fd", or "empty ledger": the kinds in
  * ledger order (by tier; a tier's kinds as numbered). */
-static void put_counts(text *t, const mori__fsm_invariant *inv) {
+static void put_counts(text *t, const mori__count held[MORI_RES__COUNT]) {
   const char *sep = "";
   int order[MORI_RES__COUNT], n = 0;
   for (unsigned tier = 0; n < MORI_RES__COUNT; tier++)
@@ -50,7 +50,7 @@ static void put_counts(text *t, const mori__fsm_invariant *inv) {
       if (mori__res_infos[r].tier == tier) order[n++] = r;
   for (int i = 0; i < n; i++) {
     int r = order[i];
-    mori__count c = inv->count[r];
+    mori__count c = held[r];
     if (is_const(c.hi, 0)) continue;
     put(t, "%s", sep);
     if (c.lo.per_world != c.hi.per_world || c.lo.plus != c.hi.plus) {
@@ -64,23 +64,25 @@ static void put_counts(text *t, const mori__fsm_invariant *inv) {
   if (*sep == '\0') put(t, "empty ledger");
 }
 
-int mori__fsm_describe(mori_wstate s, char *buf, size_t n) {
+int mori__fsm_describe(int s, char *buf, size_t n) {
   static const mori_fsm_kind kinds[] = {MORI_FSM_BLOCK, MORI_FSM_WINDOW};
-  char part[2][256];
-  const mori__fsm_invariant *inv[2];
+  char part[2][256] = {"", ""};
+  int held[2];
   for (int k = 0; k < 2; k++) {
-    inv[k] = mori__fsm_invariant_of(kinds[k], s);
+    mori__count counts[MORI_RES__COUNT];
+    held[k] = mori__fsm_ledger(kinds[k], s, counts) == 0;
     text t = {part[k], sizeof part[k], 0};
-    if (inv[k]) put_counts(&t, inv[k]);
+    if (held[k]) put_counts(&t, counts);
   }
   text out = {buf, n, 0};
-  if (inv[0] && inv[1] && strcmp(part[0], part[1]) == 0) {
+  if (n > 0) buf[0] = '\0';
+  if (held[0] && held[1] && strcmp(part[0], part[1]) == 0) {
     put(&out, "%s", part[0]);
     return (int)out.len;
   }
   const char *sep = "";
   for (int k = 0; k < 2; k++) {
-    if (!inv[k]) continue;
+    if (!held[k]) continue;
     put(&out, "%s%s: %s", sep, mori__fsm_kind_name(kinds[k]), part[k]);
     sep = "; ";
   }
@@ -99,7 +101,7 @@ static void write_kinds(FILE *out, unsigned kinds) {
 /* An edge's tooltip: what its row records, or for RELEASE and FAIL that
  * they unwind (a forward row that acquires nothing says so). */
 static void write_acquires(FILE *out, const mori__fsm_row *row) {
-  unsigned acquires = row->acquires;
+  unsigned acquires = mori__fsm_acquires(row);
   if (row->event == MORI_EV_RELEASE || row->event == MORI_EV_FAIL) {
     fputs("unwinds the ledger in reverse order", out);
     return;
@@ -119,16 +121,16 @@ static void write_acquires(FILE *out, const mori__fsm_row *row) {
 /* "INIT, RELEASED or FAILED", or "not RELEASED" where that is shorter. */
 static void put_states(text *t, unsigned mask) {
   int total = 0, k = 0;
-  for (int c = 0; c < MORI_WS__COUNT; c++) total += (mask >> c) & 1;
-  if (2 * total > MORI_WS__COUNT) {
+  for (int c = 0; c < MORI_FSM_NSTATES; c++) total += (mask >> c) & 1;
+  if (2 * total > MORI_FSM_NSTATES) {
     put(t, "not ");
     mask = ~mask;
-    total = MORI_WS__COUNT - total;
+    total = MORI_FSM_NSTATES - total;
   }
-  for (int c = 0; c < MORI_WS__COUNT; c++) {
+  for (int c = 0; c < MORI_FSM_NSTATES; c++) {
     if (!((mask >> c) & 1)) continue;
     k++;
-    put(t, "%s%s", k == 1 ? "" : k == total ? " or " : ", ", mori_wstate_name((mori_wstate)c));
+    put(t, "%s%s", k == 1 ? "" : k == total ? " or " : ", ", mori_fsm_state_name(c));
   }
 }
 
@@ -176,7 +178,7 @@ static void write_lifecycle(FILE *out, const mori__lifecycle *lc) {
   for (size_t i = 0; i < lc->nrows; i++) {
     const mori__lc_row *r = &lc->rows[i];
     fprintf(out, "    %s_%s -> %s_%s [label=\"%s\"];\n", lc->id, lc->states[r->from].name, lc->id,
-            lc->states[r->to].name, lc->events[r->event]);
+            lc->states[r->to].name, lc->events[r->event].name);
   }
   fputs("  }\n", out);
 }
@@ -193,20 +195,21 @@ static void write_machine(FILE *out, mori_fsm_kind kind) {
     if (mori__fsm_rows[i].kinds & (unsigned)kind)
       used |= MORI__BIT(mori__fsm_rows[i].from) | MORI__BIT(mori__fsm_rows[i].to);
   fprintf(out, "  subgraph cluster_%s {\n    label=\"%s machine\";\n", k, k);
-  for (int s = 0; s < MORI_WS__COUNT; s++) {
+  for (int s = 0; s < MORI_FSM_NSTATES; s++) {
     if (!(used & MORI__BIT(s))) continue;
-    const mori__fsm_invariant *inv = mori__fsm_invariant_of(kind, (mori_wstate)s);
+    mori__count counts[MORI_RES__COUNT];
     char held[512] = "";
     text t = {held, sizeof held, 0};
-    if (inv) put_counts(&t, inv);
-    fprintf(out, "    %s_%s [label=\"%s\", tooltip=\"%s\"%s];\n", k,
-            mori_wstate_name((mori_wstate)s), mori_wstate_name((mori_wstate)s), held,
-            s == MORI_WS_FAILED ? ", style=\"rounded,filled\", fillcolor=gray92" : "");
+    if (mori__fsm_ledger(kind, s, counts) == 0) put_counts(&t, counts);
+    fprintf(out, "    %s_%s [label=\"%s\", tooltip=\"%s\"%s];\n", k, mori_fsm_state_name(s),
+            mori_fsm_state_name(s), held,
+            s == MORI__S_FAILED ? ", style=\"rounded,filled\", fillcolor=gray92" : "");
   }
   for (size_t i = 0; i < mori__fsm_nrows; i++) {
     const mori__fsm_row *r = &mori__fsm_rows[i];
+    const char *from = mori_fsm_state_name(r->from), *to = mori_fsm_state_name(r->to);
     if (!(r->kinds & (unsigned)kind)) continue;
-    fprintf(out, "    %s_%s -> %s_%s [", k, mori_wstate_name(r->from), k, mori_wstate_name(r->to));
+    fprintf(out, "    %s_%s -> %s_%s [", k, from, k, to);
     if (r->event == MORI_EV_FAIL) {
       fputs("style=dashed, color=gray60, arrowsize=0.5, tooltip=\"FAIL: ", out);
       write_acquires(out, r);
@@ -215,7 +218,8 @@ static void write_machine(FILE *out, mori_fsm_kind kind) {
     }
     fprintf(out, "label=\"%s", mori_wevent_name(r->event));
     for (int res = 0; res < MORI_RES__COUNT; res++)
-      if (r->acquires & MORI__BIT(res)) fprintf(out, "\\n+ %s", mori__res_infos[res].singular);
+      if (mori__fsm_acquires(r) & MORI__BIT(res))
+        fprintf(out, "\\n+ %s", mori__res_infos[res].singular);
     fputs("\", tooltip=\"", out);
     write_acquires(out, r);
     fputs("\"];\n", out);
@@ -259,7 +263,7 @@ static void write_res_list(FILE *out, unsigned acquires) {
   if (*sep == '\0') fputs("-", out);
 }
 
-void mori_fsm_write_steps(FILE *out) {
+static void write_steps(FILE *out) {
   fputs("| Kind | From | Step (event) | To | Acquires |\n"
         "|------|------|--------------|----|----------|\n",
         out);
@@ -268,12 +272,12 @@ void mori_fsm_write_steps(FILE *out) {
     if (r->event == MORI_EV_FAIL) continue;
     fputs("| ", out);
     write_kinds(out, r->kinds);
-    fprintf(out, " | %s | %s | %s | ", mori_wstate_name(r->from), mori_wevent_name(r->event),
-            mori_wstate_name(r->to));
+    fprintf(out, " | %s | %s | %s | ", mori_fsm_state_name(r->from), mori_wevent_name(r->event),
+            mori_fsm_state_name(r->to));
     if (r->event == MORI_EV_RELEASE)
       fputs("(unwinds the ledger)", out);
     else
-      write_res_list(out, r->acquires);
+      write_res_list(out, mori__fsm_acquires(r));
     fputs(" |\n", out);
   }
   /* FAIL: one line per kind, listing the states it leaves from. */
@@ -283,9 +287,85 @@ void mori_fsm_write_steps(FILE *out) {
     for (size_t i = 0; i < mori__fsm_nrows; i++) {
       const mori__fsm_row *r = &mori__fsm_rows[i];
       if (r->event != MORI_EV_FAIL || !(r->kinds & k)) continue;
-      fprintf(out, "%s%s", sep, mori_wstate_name(r->from));
+      fprintf(out, "%s%s", sep, mori_fsm_state_name(r->from));
       sep = ", ";
     }
     fputs(" | FAIL | FAILED | (rolls the ledger back) |\n", out);
   }
+}
+
+/* Every state with the machines that reach it, its ledger on entry and
+ * its words. */
+static void write_states(FILE *out) {
+  fputs("| State | Machine | Ledger on entry | In words |\n"
+        "|-------|---------|-----------------|----------|\n",
+        out);
+  for (int s = 0; s < MORI_FSM_NSTATES; s++) {
+    mori__count counts[MORI_RES__COUNT];
+    char held[512] = "";
+    const char *sep = "";
+    fprintf(out, "| %s | ", mori_fsm_state_name(s));
+    for (unsigned k = MORI_FSM_BLOCK; k <= MORI_FSM_WINDOW; k <<= 1) {
+      if (mori__fsm_ledger((mori_fsm_kind)k, s, counts) != 0) continue;
+      text t = {held, sizeof held, 0};
+      put_counts(&t, counts);
+      fprintf(out, "%s%s", sep, mori__fsm_kind_name((mori_fsm_kind)k));
+      sep = ", ";
+    }
+    fprintf(out, " | %s | %s |\n", held, mori__fsm_state_words(s));
+  }
+}
+
+/* The resource kinds in ledger order: by tier, a tier's kinds as numbered. */
+static void write_resources(FILE *out) {
+  static const char *const aux[] = {"-", "its rank", "its peer (never the own rank)"};
+  static const char *const unwind[] = {"in reverse order", "after every other entry",
+                                       "never: borrowed"};
+  fputs("| Tier | Kind | Machine | Aux | Given back | What it is |\n"
+        "|------|------|---------|-----|------------|------------|\n",
+        out);
+  for (unsigned tier = 0, n = 0; n < MORI_RES__COUNT; tier++)
+    for (int r = 0; r < MORI_RES__COUNT; r++) {
+      const mori__res_info *info = &mori__res_infos[r];
+      if (info->tier != tier) continue;
+      fprintf(out, "| %u | %s | ", tier, info->name);
+      write_kinds(out, mori__fsm_owners((mori_res)r));
+      fprintf(out, " | %s | %s | %s |\n", aux[info->aux], unwind[info->unwind], info->words);
+      n++;
+    }
+}
+
+/* A lifecycle's rows with what their events mean, then its states with
+ * the facts each allows and its words. */
+static void write_lifecycle_tables(FILE *out, const mori__lifecycle *lc) {
+  fputs("| From | Event | To | When |\n|------|-------|----|------|\n", out);
+  for (size_t i = 0; i < lc->nrows; i++) {
+    const mori__lc_row *r = &lc->rows[i];
+    fprintf(out, "| %s | %s | %s | %s |\n", lc->states[r->from].name, lc->events[r->event].name,
+            lc->states[r->to].name, lc->events[r->event].words);
+  }
+  fputs("\n| State | Implies | In words |\n|-------|---------|----------|\n", out);
+  for (int s = 0; s < lc->nstates; s++) {
+    char line[512];
+    mori__lc_describe(lc, s, line, sizeof line);
+    fprintf(out, "| %s | %s | %s |\n", lc->states[s].name, line, lc->states[s].words);
+  }
+}
+
+static void write_life(FILE *out) { write_lifecycle_tables(out, &mori__life_lifecycle); }
+static void write_watch(FILE *out) { write_lifecycle_tables(out, &mori__watch_lifecycle); }
+
+int mori_fsm_write_table(FILE *out, const char *name) {
+  static const struct {
+    const char *name;
+    void (*write)(FILE *out);
+  } tables[] = {{"steps", write_steps},         {"states", write_states},
+                {"resources", write_resources}, {"life", write_life},
+                {"watch", write_watch}};
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+    if (name != NULL && strcmp(name, tables[i].name) == 0) {
+      tables[i].write(out);
+      return 0;
+    }
+  return -1;
 }

@@ -1,6 +1,7 @@
 /*
- * fsm_internal.h - the tables behind fsm.h, shared by the machine (fsm.c),
- * the renderers (fsm_dot.c) and the tests that compare the two.
+ * fsm_internal.h - the tables fsm.h's lists expand to, shared by the
+ * machine (fsm.c), the lifecycles (lifecycle.c), the renderers (fsm_dot.c)
+ * and the tests that compare them.
  */
 #ifndef MORI_FSM_INTERNAL_H
 #define MORI_FSM_INTERNAL_H
@@ -8,17 +9,8 @@
 #include "mori/fsm.h"
 
 #define MORI__BIT(x) (1u << (unsigned)(x))
-
-/* One legal transition.  `acquires` is the set of resource kinds the
- * transition's work records while the machine still sits in `from`: it is
- * what mori_fsm_push accepts there. */
-typedef struct mori__fsm_row {
-  unsigned kinds; /* MORI_FSM_BLOCK | MORI_FSM_WINDOW */
-  mori_wstate from;
-  mori_wevent event;
-  mori_wstate to;
-  unsigned acquires; /* MORI__BIT(mori_res) */
-} mori__fsm_row;
+/* Unwraps a parenthesized column of a list: MORI__ID (a, b) is a, b. */
+#define MORI__ID(...) __VA_ARGS__
 
 /* A count bound: per_world * world_size + plus. */
 typedef struct mori__bound {
@@ -29,35 +21,57 @@ typedef struct mori__count {
   mori__bound lo, hi;
 } mori__count;
 
-/* What the ledger holds on entry to `state` for the kinds in `kinds`;
- * kinds absent from `count` (zero-initialised) must not be held. */
-typedef struct mori__fsm_invariant {
-  unsigned kinds;
-  mori_wstate state;
-  mori__count count[MORI_RES__COUNT];
-} mori__fsm_invariant;
+/* What a step does to one kind's count: nothing (set 0), or sets its
+ * bounds on entry to the step's `to` (an ENDS: 0..0). */
+typedef struct mori__change {
+  unsigned char set;
+  mori__count count;
+} mori__change;
+
+/* One legal transition: a step of a list in fsm.h, or a RELEASE or FAIL
+ * row the lists imply.  A step's `adds` are what its work records while
+ * the machine still sits in `from`: what mori_fsm_push accepts there. */
+typedef struct mori__fsm_row {
+  unsigned kinds; /* MORI_FSM_BLOCK | MORI_FSM_WINDOW */
+  int from;
+  mori_wevent event;
+  int to;
+  mori__change adds[MORI_RES__COUNT];
+} mori__fsm_row;
+
+/* How an unwind gives a kind back: the passes in order, then never. */
+enum { MORI__IN_ORDER = 0, MORI__LAST = 1, MORI__BORROWED = 2 };
+/* What a kind's aux names. */
+enum { MORI__AUX_NONE = 0, MORI__AUX_RANK = 1, MORI__AUX_PEER = 2 };
 
 typedef struct mori__res_info {
-  const char *name, *singular, *plural;
-  unsigned char per_peer; /* aux is a rank in [0, world_size) */
-  unsigned char peer_only; /* ... and never the own rank */
-  unsigned char tier;      /* ledger order: tiers never decrease */
-  unsigned char deferred;  /* unwound after every other entry */
+  const char *name, *singular, *plural, *words;
+  unsigned char tier;   /* ledger order: tiers never decrease */
+  unsigned char aux;    /* MORI__AUX_* */
+  unsigned char unwind; /* MORI__IN_ORDER, MORI__LAST or MORI__BORROWED */
 } mori__res_info;
 
 extern const mori__fsm_row mori__fsm_rows[];
 extern const size_t mori__fsm_nrows;
 extern const mori__res_info mori__res_infos[MORI_RES__COUNT];
 
-/* The invariant row for (kind, state), or NULL when the kind never
- * reaches that state. */
-const mori__fsm_invariant *mori__fsm_invariant_of(mori_fsm_kind kind, mori_wstate s);
+/* The kinds a row records (its adds that may be above 0), and the
+ * machine kinds whose rows record kind r. */
+unsigned mori__fsm_acquires(const mori__fsm_row *r);
+unsigned mori__fsm_owners(mori_res r);
+/* What the ledger holds on entry to state s of a kind: the counts the
+ * steps on the path from INIT to s set, every other kind 0.  Returns 0, or
+ * -1 when the kind never reaches s. */
+int mori__fsm_ledger(mori_fsm_kind kind, int s, mori__count out[MORI_RES__COUNT]);
+/* A state's words (fsm.h's lists; INIT, RELEASED and FAILED are fsm.c's),
+ * "?" out of range. */
+const char *mori__fsm_state_words(int s);
 int mori__bound_value(mori__bound b, int world_size);
 const char *mori__fsm_kind_name(mori_fsm_kind kind);
 
-/* Renders the state's invariants from the table, in the words of
- * mori_wstate_invariants(); returns the length snprintf would. */
-int mori__fsm_describe(mori_wstate s, char *buf, size_t n);
+/* Renders the state's invariants from the table ("block: 1 physical
+ * handle"; "empty ledger"); returns the length snprintf would. */
+int mori__fsm_describe(int s, char *buf, size_t n);
 
 /* ---- the lifecycles without a ledger (lifecycle.c) ----
  *
@@ -83,7 +97,12 @@ enum { MORI__MAX_FACTS = 5 };
 typedef struct mori__lc_state {
   const char *name;
   unsigned allowed[MORI__MAX_FACTS]; /* bit c: class c allowed */
+  const char *words;
 } mori__lc_state;
+
+typedef struct mori__lc_event {
+  const char *name, *words;
+} mori__lc_event;
 
 typedef struct mori__lc_row {
   unsigned char from, event, to;
@@ -94,7 +113,7 @@ typedef struct mori__lifecycle {
   const char *id;   /* "life": the prefix of its diagram's nodes */
   const mori__lc_state *states;
   int nstates;
-  const char *const *events;
+  const mori__lc_event *events;
   int nevents;
   const mori__lc_row *rows;
   size_t nrows;

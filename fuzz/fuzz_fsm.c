@@ -1,9 +1,10 @@
 /*
  * fuzz_fsm.c - fuzz target for the block and window state machines.  The input is a
  * sequence of push/forget/fire/release/fail operations on one machine; a
- * model written from fsm.h's documentation runs beside it and must agree
- * on every return code, every state, every ledger entry, the order of
- * every release, and on what mori_fsm_check says after each step.
+ * model read here from fsm.h's lists (the steps, the resource kinds'
+ * columns), with its own reading of what they mean, runs beside it and
+ * must agree on every return code, every state, every ledger entry, the
+ * order of every release, and on what mori_fsm_check says after each step.
  *
  * Input: kind byte (bit 0: window), world byte, rank byte, then operations:
  *   0 push kind value aux | 1 forget kind value | 2 fire event | 3 release | 4 fail
@@ -20,137 +21,114 @@
 #define W MORI_FSM_WINDOW
 #define MAX_LEDGER 4096
 #define MAX_WORLD 8 /* windows of 0..MAX_WORLD ranks (0 and rank == world are invalid) */
+#define UNWRAP(...) __VA_ARGS__
 
-/* ---- the model: fsm.h's diagram and the state invariants, restated ---- */
+/* ---- the model: fsm.h's lists, read as fsm.h documents them ---- */
 
-static const struct {
-  unsigned kinds;
-  mori_wstate from;
-  mori_wevent ev;
-  mori_wstate to;
-  unsigned acquires;
-} spec_rows[] = {
-    {B, MORI_WS_INIT, MORI_EV_CREATE, MORI_WS_CREATED, BIT(MORI_RES_PHYS_HANDLE)},
-    {B, MORI_WS_CREATED, MORI_EV_RESERVE, MORI_WS_RESERVED, BIT(MORI_RES_LOCAL_RESERVATION)},
-    {B, MORI_WS_RESERVED, MORI_EV_MAP, MORI_WS_BACKED, BIT(MORI_RES_LOCAL_MAPPING)},
-    {B, MORI_WS_BACKED, MORI_EV_GRANT, MORI_WS_ACCESSIBLE, 0},
-    {B, MORI_WS_ACCESSIBLE, MORI_EV_ZERO, MORI_WS_ALLOCATED, BIT(MORI_RES_ZERO_EVENT)},
-    {B, MORI_WS_ALLOCATED, MORI_EV_EXPORT, MORI_WS_EXPORTED, BIT(MORI_RES_EXPORTED_FD)},
-    {W, MORI_WS_INIT, MORI_EV_ATTACH, MORI_WS_ATTACHED, BIT(MORI_RES_BLOCK_REF)},
-    {W, MORI_WS_ATTACHED, MORI_EV_BIND, MORI_WS_BOUND, BIT(MORI_RES_CHANNEL)},
-    {W, MORI_WS_BOUND, MORI_EV_PUBLISH, MORI_WS_PUBLISHED, 0},
-    {W, MORI_WS_PUBLISHED, MORI_EV_GATHER, MORI_WS_GATHERED, 0},
-    {W, MORI_WS_GATHERED, MORI_EV_VALIDATE, MORI_WS_VALIDATED, 0},
-    {W, MORI_WS_VALIDATED, MORI_EV_TAKE_SLOT, MORI_WS_SLOT_TAKEN, BIT(MORI_RES_SIGNAL_SLOT)},
-    {W, MORI_WS_SLOT_TAKEN, MORI_EV_EXCHANGE, MORI_WS_EXCHANGED, BIT(MORI_RES_RECEIVED_FD)},
-    {W, MORI_WS_EXCHANGED, MORI_EV_IMPORT, MORI_WS_RENDEZVOUS, BIT(MORI_RES_IMPORTED_HANDLE)},
-    {W, MORI_WS_RENDEZVOUS, MORI_EV_RESERVE, MORI_WS_SPAN_RESERVED,
-     BIT(MORI_RES_SPAN_RESERVATION)},
-    {W, MORI_WS_SPAN_RESERVED, MORI_EV_MAP, MORI_WS_SLOTS_MAPPED, BIT(MORI_RES_SLOT_MAPPING)},
-    {W, MORI_WS_SLOTS_MAPPED, MORI_EV_GRANT, MORI_WS_SLOTS_ACCESSIBLE, 0},
-    {W, MORI_WS_SLOTS_ACCESSIBLE, MORI_EV_BUILD_TABLES, MORI_WS_TABLES_BUILT,
-     BIT(MORI_RES_DEVICE_TABLE) | BIT(MORI_RES_SIGNAL_STATE)},
-    {W, MORI_WS_TABLES_BUILT, MORI_EV_BARRIER, MORI_WS_MAPPED, 0},
-    {B, MORI_WS_ALLOCATED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0}, /* never exported */
-    {B, MORI_WS_EXPORTED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
-    {W, MORI_WS_MAPPED, MORI_EV_RELEASE, MORI_WS_RELEASED, 0},
-    /* FAIL from every state each kind passes through */
-    {B | W, MORI_WS_INIT, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_CREATED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_RESERVED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_BACKED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_ACCESSIBLE, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_ALLOCATED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {B, MORI_WS_EXPORTED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_ATTACHED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_BOUND, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_PUBLISHED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_GATHERED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_VALIDATED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_SLOT_TAKEN, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_EXCHANGED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_RENDEZVOUS, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_SPAN_RESERVED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_SLOTS_MAPPED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_SLOTS_ACCESSIBLE, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_TABLES_BUILT, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-    {W, MORI_WS_MAPPED, MORI_EV_FAIL, MORI_WS_FAILED, 0},
-};
-
-/* Count bounds: lo/hi = per_world * world_size + plus. */
+/* A count on entry to a step's `to`: lo_w * world_size + lo .. hi_w * world_size + hi;
+ * set 0: the step leaves the kind's count as it was. */
 typedef struct bound {
-  int lo_w, lo, hi_w, hi;
+  int set, lo_w, lo, hi_w, hi;
 } bound;
 
-/* clang-format off */
-#define ONE {0, 1, 0, 1}
-#define UPTO(n) {0, 0, 0, n}
-#define PEERS {1, -1, 1, -1}
-#define UPTO_PEERS {0, 0, 1, -1}
-#define ALL_RANKS {1, 0, 1, 0}
-/* clang-format on */
+#define N_1 0, 1
+#define N_PEERS 1, -1
+#define N_RANKS 1, 0
+#define EXACTLY(kind, n) [MORI_RES_##kind] = {1, N_##n, N_##n}
+#define UP_TO(kind, n) [MORI_RES_##kind] = {1, 0, 0, N_##n}
+#define ENDS(kind) [MORI_RES_##kind] = {1, 0, 0, 0, 0}
+#define NOTHING {0, 0, 0, 0, 0}
+#define RESTS 1
+#define PASSES 0
 
-#define BLOCK_RESERVED [MORI_RES_PHYS_HANDLE] = ONE, [MORI_RES_LOCAL_RESERVATION] = ONE
-#define BLOCK_MAPPED BLOCK_RESERVED, [MORI_RES_LOCAL_MAPPING] = ONE
-#define BLOCK_ZEROED BLOCK_MAPPED, [MORI_RES_ZERO_EVENT] = UPTO(1)
-#define WINDOW_BOUND [MORI_RES_BLOCK_REF] = ONE, [MORI_RES_CHANNEL] = UPTO(1)
-#define WINDOW_SLOT WINDOW_BOUND, [MORI_RES_SIGNAL_SLOT] = ONE
-#define WINDOW_FDS                                                                    \
-  [MORI_RES_BLOCK_REF] = ONE, [MORI_RES_SIGNAL_SLOT] = ONE, [MORI_RES_RECEIVED_FD] = UPTO_PEERS
-#define WINDOW_IMPORTED WINDOW_FDS, [MORI_RES_IMPORTED_HANDLE] = PEERS
-#define WINDOW_SPAN WINDOW_IMPORTED, [MORI_RES_SPAN_RESERVATION] = ONE
-#define WINDOW_SLOTS WINDOW_SPAN, [MORI_RES_SLOT_MAPPING] = ALL_RANKS
-#define WINDOW_TABLES                                                                 \
-  WINDOW_SLOTS, [MORI_RES_DEVICE_TABLE] = {0, 1, 0, 1}, [MORI_RES_SIGNAL_STATE] = UPTO(1)
+typedef struct step {
+  unsigned kind;
+  int from;
+  mori_wevent ev;
+  int to, rests;
+  bound adds[MORI_RES__COUNT];
+} step;
 
+#define BLOCK_STEP(a, ev, b, rest, adds, words) \
+  {B, MORI_BS_##a, MORI_EV_##ev, MORI_BS_##b, rest, {UNWRAP adds}},
+#define WINDOW_STEP(a, ev, b, rest, adds, words) \
+  {W, MORI_WS_##a, MORI_EV_##ev, MORI_WS_##b, rest, {UNWRAP adds}},
+static const step steps[] = {MORI_BLOCK_STEPS(BLOCK_STEP) MORI_WINDOW_STEPS(WINDOW_STEP)};
+#define NSTEPS (sizeof steps / sizeof steps[0])
+
+/* The resource kinds' columns: the tier is the ledger's order (received
+ * fds and imports alternate peer by peer, so they share one); an aux that
+ * is a rank, one that is a peer's; given back last, or never. */
+#define AUX_NONE 0
+#define AUX_RANK 1
+#define AUX_PEER 2
+#define UNWIND_IN_ORDER 0
+#define UNWIND_LAST 1
+#define UNWIND_BORROWED 2
 static const struct {
-  unsigned kinds;
-  mori_wstate state;
-  bound count[MORI_RES__COUNT];
-} spec_states[] = {
-    {B | W, MORI_WS_INIT, {{0}}},
-    {B, MORI_WS_CREATED, {[MORI_RES_PHYS_HANDLE] = ONE}},
-    {B, MORI_WS_RESERVED, {BLOCK_RESERVED}},
-    {B, MORI_WS_BACKED, {BLOCK_MAPPED}},
-    {B, MORI_WS_ACCESSIBLE, {BLOCK_MAPPED}},
-    {B, MORI_WS_ALLOCATED, {BLOCK_ZEROED}},
-    {B, MORI_WS_EXPORTED, {BLOCK_ZEROED, [MORI_RES_EXPORTED_FD] = UPTO(1)}},
-    {W, MORI_WS_ATTACHED, {[MORI_RES_BLOCK_REF] = ONE}},
-    {W, MORI_WS_BOUND, {WINDOW_BOUND}},
-    {W, MORI_WS_PUBLISHED, {WINDOW_BOUND}},
-    {W, MORI_WS_GATHERED, {WINDOW_BOUND}},
-    {W, MORI_WS_VALIDATED, {WINDOW_BOUND}},
-    {W, MORI_WS_SLOT_TAKEN, {WINDOW_SLOT}},
-    {W, MORI_WS_EXCHANGED, {WINDOW_FDS}},
-    {W, MORI_WS_RENDEZVOUS, {WINDOW_IMPORTED}},
-    {W, MORI_WS_SPAN_RESERVED, {WINDOW_SPAN}},
-    {W, MORI_WS_SLOTS_MAPPED, {WINDOW_SLOTS}},
-    {W, MORI_WS_SLOTS_ACCESSIBLE, {WINDOW_SLOTS}},
-    {W, MORI_WS_TABLES_BUILT, {WINDOW_TABLES}},
-    {W, MORI_WS_MAPPED, {WINDOW_TABLES}},
-    {B | W, MORI_WS_RELEASED, {{0}}},
-    {B | W, MORI_WS_FAILED, {{0}}},
+  unsigned char tier, aux, unwind;
+} kinds[MORI_RES__COUNT] = {
+#define KIND(kind, tier, aux, unwind, ...) [MORI_RES_##kind] = {tier, AUX_##aux, UNWIND_##unwind},
+    MORI_RES_KINDS(KIND)
+#undef KIND
 };
 
-/* Ledger order (teardown runs it backwards): received fds and imports
- * alternate peer by peer, so they share a place. */
-static const unsigned char spec_order[MORI_RES__COUNT] = {
-    [MORI_RES_PHYS_HANDLE] = 0,   [MORI_RES_LOCAL_RESERVATION] = 1, [MORI_RES_LOCAL_MAPPING] = 2,
-    [MORI_RES_ZERO_EVENT] = 3,    [MORI_RES_EXPORTED_FD] = 4,       [MORI_RES_BLOCK_REF] = 5,
-    [MORI_RES_CHANNEL] = 6,       [MORI_RES_SIGNAL_SLOT] = 7,       [MORI_RES_RECEIVED_FD] = 8,
-    [MORI_RES_IMPORTED_HANDLE] = 8, [MORI_RES_SPAN_RESERVATION] = 9, [MORI_RES_SLOT_MAPPING] = 10,
-    [MORI_RES_DEVICE_TABLE] = 11, [MORI_RES_SIGNAL_STATE] = 12,
-};
-static const unsigned per_peer =
-    BIT(MORI_RES_RECEIVED_FD) | BIT(MORI_RES_IMPORTED_HANDLE) | BIT(MORI_RES_SLOT_MAPPING);
-static const unsigned peer_only = BIT(MORI_RES_RECEIVED_FD) | BIT(MORI_RES_IMPORTED_HANDLE);
-/* Released after everything else: an exported fd outlives the final
- * release of the physical handle (fsm.h). */
-static const unsigned spec_deferred = BIT(MORI_RES_EXPORTED_FD);
+/* Each state's counts on entry, built once along the lists: a step's `to`
+ * holds what its `from` held, changed by the step's adds.  INIT, RELEASED
+ * and FAILED hold nothing. */
+static struct {
+  int reached[MORI_FSM_NSTATES + 1];
+  bound count[MORI_FSM_NSTATES][MORI_RES__COUNT];
+} spec_states[W + 1];
+
+static void build_states(void) {
+  for (unsigned k = B; k <= W; k <<= 1) {
+    spec_states[k].reached[MORI_BS_INIT] = 1;
+    spec_states[k].reached[MORI_BS_RELEASED] = 1;
+    spec_states[k].reached[MORI_BS_FAILED] = 1;
+  }
+  for (size_t i = 0; i < NSTEPS; i++) {
+    const step *st = &steps[i];
+    MORI_FUZZ_CHECK(spec_states[st->kind].reached[st->from], "step %zu leaves %s before any step "
+                    "enters it", i, mori_fsm_state_name(st->from));
+    memcpy(spec_states[st->kind].count[st->to], spec_states[st->kind].count[st->from],
+           sizeof spec_states[0].count[0]);
+    for (int r = 0; r < MORI_RES__COUNT; r++)
+      if (st->adds[r].set) spec_states[st->kind].count[st->to][r] = st->adds[r];
+    spec_states[st->kind].reached[st->to] = 1;
+  }
+}
+
+static int terminal(int s) { return s == MORI_BS_RELEASED || s == MORI_BS_FAILED; }
+
+/* Where (kind, s) goes on ev: a step, RELEASE from a state a step enters
+ * to rest, FAIL from every state but the terminal ones; -1 otherwise. */
+static int spec_next(mori_fsm_kind kind, int s, mori_wevent ev) {
+  if (s < 0 || s >= MORI_FSM_NSTATES || terminal(s) || !spec_states[kind].reached[s]) return -1;
+  if (ev == MORI_EV_FAIL) return MORI_BS_FAILED;
+  for (size_t i = 0; i < NSTEPS; i++) {
+    if (steps[i].kind != (unsigned)kind) continue;
+    if (ev == MORI_EV_RELEASE && steps[i].to == s && steps[i].rests) return MORI_BS_RELEASED;
+    if (ev != MORI_EV_RELEASE && steps[i].from == s && steps[i].ev == ev) return steps[i].to;
+  }
+  return -1;
+}
+
+/* What a step leaving (kind, s) records: its adds that may be above 0. */
+static unsigned spec_acquires(mori_fsm_kind kind, int s) {
+  unsigned mask = 0;
+  for (size_t i = 0; i < NSTEPS; i++) {
+    if (steps[i].kind != (unsigned)kind || steps[i].from != s) continue;
+    for (int r = 0; r < MORI_RES__COUNT; r++)
+      if (steps[i].adds[r].set && (steps[i].adds[r].hi_w != 0 || steps[i].adds[r].hi != 0))
+        mask |= BIT(r);
+  }
+  return mask;
+}
 
 typedef struct model {
   mori_fsm_kind kind;
-  mori_wstate state;
+  int state;
   int rank, world;
   mori_ledger_entry ledger[MAX_LEDGER];
   size_t len;
@@ -161,48 +139,27 @@ static int same_entry(const mori_ledger_entry *a, const mori_ledger_entry *b) {
   return a->kind == b->kind && a->value == b->value && a->size == b->size && a->aux == b->aux;
 }
 
-static int terminal(mori_wstate s) { return s == MORI_WS_RELEASED || s == MORI_WS_FAILED; }
-
-static int spec_row(mori_fsm_kind kind, mori_wstate s, mori_wevent ev) {
-  for (size_t i = 0; i < sizeof spec_rows / sizeof spec_rows[0]; i++)
-    if ((spec_rows[i].kinds & (unsigned)kind) && spec_rows[i].from == s && spec_rows[i].ev == ev)
-      return (int)i;
-  return -1;
-}
-
-static unsigned spec_acquires(mori_fsm_kind kind, mori_wstate s) {
-  unsigned mask = 0;
-  for (size_t i = 0; i < sizeof spec_rows / sizeof spec_rows[0]; i++)
-    if ((spec_rows[i].kinds & (unsigned)kind) && spec_rows[i].from == s)
-      mask |= spec_rows[i].acquires;
-  return mask;
-}
-
-static int counts_hold(const model *md, mori_wstate s, const size_t n[MORI_RES__COUNT]) {
-  for (size_t i = 0; i < sizeof spec_states / sizeof spec_states[0]; i++) {
-    if (!(spec_states[i].kinds & (unsigned)md->kind) || spec_states[i].state != s) continue;
-    for (int r = 0; r < MORI_RES__COUNT; r++) {
-      const bound *b = &spec_states[i].count[r];
-      long lo = (long)b->lo_w * md->world + b->lo, hi = (long)b->hi_w * md->world + b->hi;
-      if ((long)n[r] < lo || (long)n[r] > hi) return 0;
-    }
-    return 1;
+static int counts_hold(const model *md, int s, const size_t n[MORI_RES__COUNT]) {
+  if (!spec_states[md->kind].reached[s]) return 0; /* a state this kind never reaches */
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    const bound *b = &spec_states[md->kind].count[s][r];
+    long lo = (long)b->lo_w * md->world + b->lo, hi = (long)b->hi_w * md->world + b->hi;
+    if ((long)n[r] < lo || (long)n[r] > hi) return 0;
   }
-  return 0; /* a state this kind never reaches */
+  return 1;
 }
 
 /* What mori_fsm_check must say about the model sitting in state s. */
-static int invariant_holds(const model *md, mori_wstate s) {
+static int invariant_holds(const model *md, int s) {
   size_t n[MORI_RES__COUNT] = {0};
   unsigned char taken[MORI_RES__COUNT][MAX_WORLD] = {{0}}; /* per-peer kind x rank */
   if (md->kind == W && (md->rank < 0 || md->rank >= md->world)) return 0;
   for (size_t i = 0; i < md->len; i++) {
     const mori_ledger_entry *e = &md->ledger[i];
-    unsigned bit = BIT(e->kind);
-    if (i > 0 && spec_order[e->kind] < spec_order[md->ledger[i - 1].kind]) return 0;
-    if (bit & per_peer) {
+    if (i > 0 && kinds[e->kind].tier < kinds[md->ledger[i - 1].kind].tier) return 0;
+    if (kinds[e->kind].aux != AUX_NONE) {
       if (e->aux < 0 || e->aux >= md->world) return 0;
-      if ((bit & peer_only) && e->aux == md->rank) return 0;
+      if (kinds[e->kind].aux == AUX_PEER && e->aux == md->rank) return 0;
       if (taken[e->kind][e->aux]++) return 0; /* a second entry for one peer */
     }
     n[e->kind]++;
@@ -237,7 +194,7 @@ static void op_push(mori_fsm *m, model *md, mori__fuzz_reader *in) {
     return; /* the model's capacity, not the machine's */
   int rc = mori_fsm_push(m, kind, value, 0, aux);
   MORI_FUZZ_CHECK(rc == want, "push %s in %s: %d, expected %d (%s)", mori_res_name(kind),
-                  mori_wstate_name(md->state), rc, want, m->why);
+                  mori_fsm_state_name(md->state), rc, want, m->why);
   if (rc == MORI_FSM_OK) md->ledger[md->len++] = (mori_ledger_entry){kind, value, 0, aux};
 }
 
@@ -255,7 +212,7 @@ static void op_forget(mori_fsm *m, model *md, mori__fuzz_reader *in) {
                                  : MORI_FSM_OK;
   int rc = mori_fsm_forget(m, kind, value);
   MORI_FUZZ_CHECK(rc == want, "forget %s %lu in %s: %d, expected %d (%s)", mori_res_name(kind),
-                  (unsigned long)value, mori_wstate_name(md->state), rc, want, m->why);
+                  (unsigned long)value, mori_fsm_state_name(md->state), rc, want, m->why);
   if (rc != MORI_FSM_OK) return;
   memmove(&md->ledger[at], &md->ledger[at + 1], (md->len - at - 1) * sizeof md->ledger[0]);
   md->len--;
@@ -263,43 +220,43 @@ static void op_forget(mori_fsm *m, model *md, mori__fuzz_reader *in) {
 
 static void op_fire(mori_fsm *m, model *md, mori__fuzz_reader *in) {
   mori_wevent ev = (mori_wevent)(mori__fuzz_u8(in) % (MORI_EV__COUNT + 1));
-  int row = spec_row(md->kind, md->state, ev), want;
+  int to = spec_next(md->kind, md->state, ev), want;
   if (terminal(md->state))
     want = MORI_FSM_ETERMINAL;
-  else if (row < 0 || ev == MORI_EV_RELEASE || ev == MORI_EV_FAIL)
+  else if (to < 0 || ev == MORI_EV_RELEASE || ev == MORI_EV_FAIL)
     want = MORI_FSM_EILLEGAL;
   else
-    want = invariant_holds(md, spec_rows[row].to) ? MORI_FSM_OK : MORI_FSM_EINVARIANT;
+    want = invariant_holds(md, to) ? MORI_FSM_OK : MORI_FSM_EINVARIANT;
   int rc = mori_fsm_fire(m, ev);
   MORI_FUZZ_CHECK(rc == want, "fire %s in %s: %d, expected %d (%s)", mori_wevent_name(ev),
-                  mori_wstate_name(md->state), rc, want, m->why);
-  if (rc == MORI_FSM_OK) md->state = spec_rows[row].to;
+                  mori_fsm_state_name(md->state), rc, want, m->why);
+  if (rc == MORI_FSM_OK) md->state = to;
 }
 
-/* RELEASE or FAIL: every entry but the borrowed block reaches the callback
- * exactly once, newest first, except that deferred kinds come after all
- * the others; the first callback error is the result. */
+/* RELEASE or FAIL: every entry but the borrowed ones reaches the callback
+ * exactly once, newest first, except that LAST kinds come after all the
+ * others; the first callback error is the result. */
 static void op_unwind(mori_fsm *m, model *md, mori_wevent ev) {
   static released log;
-  int row = spec_row(md->kind, md->state, ev), want = 0;
+  int to = spec_next(md->kind, md->state, ev), want = 0;
   if (terminal(md->state))
     want = MORI_FSM_ETERMINAL;
-  else if (row < 0)
+  else if (to < 0)
     want = MORI_FSM_EILLEGAL;
   log.n = 0;
   int rc = ev == MORI_EV_RELEASE ? mori_fsm_release(m, release_cb, &log)
                                  : mori_fsm_fail(m, release_cb, &log);
   if (want != 0) {
     MORI_FUZZ_CHECK(rc == want && log.n == 0, "%s in %s: %d after %zu releases, expected %d",
-                    mori_wevent_name(ev), mori_wstate_name(md->state), rc, log.n, want);
+                    mori_wevent_name(ev), mori_fsm_state_name(md->state), rc, log.n, want);
     return;
   }
   size_t k = 0;
   for (int pass = 0; pass < 2; pass++)
     for (size_t i = md->len; i-- > 0;) {
       const mori_ledger_entry *e = &md->ledger[i];
-      int deferred = (BIT(e->kind) & spec_deferred) != 0;
-      if (e->kind == MORI_RES_BLOCK_REF || deferred != pass) continue;
+      int last = kinds[e->kind].unwind == UNWIND_LAST;
+      if (kinds[e->kind].unwind == UNWIND_BORROWED || last != pass) continue;
       MORI_FUZZ_CHECK(k < log.n && same_entry(&log.entry[k], e),
                       "%s: release %zu is not ledger entry %zu (%s)", mori_wevent_name(ev), k, i,
                       mori_res_name(e->kind));
@@ -310,7 +267,7 @@ static void op_unwind(mori_fsm *m, model *md, mori_wevent ev) {
   MORI_FUZZ_CHECK(rc == want, "%s: returned %d, expected the first callback error %d",
                   mori_wevent_name(ev), rc, want);
   md->len = 0;
-  md->state = spec_rows[row].to;
+  md->state = to;
 }
 
 static void op_release(mori_fsm *m, model *md, mori__fuzz_reader *in) {
@@ -330,8 +287,8 @@ static void (*const ops[])(mori_fsm *, model *, mori__fuzz_reader *) = {
 /* ---- after every step ---- */
 
 static void compare(mori_fsm *m, const model *md) {
-  MORI_FUZZ_CHECK(m->state == md->state, "machine in %s, model in %s", mori_wstate_name(m->state),
-                  mori_wstate_name(md->state));
+  MORI_FUZZ_CHECK((int)m->state == md->state, "machine in %s, model in %s",
+                  mori_fsm_state_name(m->state), mori_fsm_state_name(md->state));
   MORI_FUZZ_CHECK(m->len == md->len, "ledger of %zu entries, model has %zu", m->len, md->len);
   for (size_t i = 0; i < md->len; i++)
     MORI_FUZZ_CHECK(same_entry(&m->ledger[i], &md->ledger[i]),
@@ -346,24 +303,24 @@ static void compare(mori_fsm *m, const model *md) {
   int rc = mori_fsm_check(m);
   MORI_FUZZ_CHECK(holds || rc == MORI_FSM_EINVARIANT,
                   "mori_fsm_check missed a broken invariant in %s (%zu entries, rank %d of %d)",
-                  mori_wstate_name(md->state), md->len, md->rank, md->world);
+                  mori_fsm_state_name(md->state), md->len, md->rank, md->world);
   MORI_FUZZ_CHECK(!holds || rc == MORI_FSM_OK, "mori_fsm_check rejects a valid %s ledger: %s",
-                  mori_wstate_name(md->state), m->why);
+                  mori_fsm_state_name(md->state), m->why);
 }
 
-/* The table behind mori_fsm_next against the diagram, once per process. */
+/* The model built from the lists, and the table behind mori_fsm_next
+ * against it, once per process. */
 static void check_table(void) {
   static int done;
   if (done) return;
+  build_states();
   for (int kind = B; kind <= W; kind++)
-    for (int s = 0; s < MORI_WS__COUNT; s++)
+    for (int s = 0; s < MORI_FSM_NSTATES; s++)
       for (int ev = 0; ev < MORI_EV__COUNT; ev++) {
-        int row = spec_row((mori_fsm_kind)kind, (mori_wstate)s, (mori_wevent)ev);
-        int want = row < 0 ? -1 : (int)spec_rows[row].to;
-        int got = mori_fsm_next((mori_fsm_kind)kind, (mori_wstate)s, (mori_wevent)ev);
+        int want = spec_next((mori_fsm_kind)kind, s, (mori_wevent)ev);
+        int got = mori_fsm_next((mori_fsm_kind)kind, s, (mori_wevent)ev);
         MORI_FUZZ_CHECK(got == want, "mori_fsm_next(%d, %s, %s) = %d, expected %d", kind,
-                        mori_wstate_name((mori_wstate)s), mori_wevent_name((mori_wevent)ev), got,
-                        want);
+                        mori_fsm_state_name(s), mori_wevent_name((mori_wevent)ev), got, want);
       }
   done = 1;
 }
@@ -377,7 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   md.kind = (mori__fuzz_u8(&in) & 1) ? W : B;
   md.world = md.kind == W ? mori__fuzz_u8(&in) % (MAX_WORLD + 1) : 0;
   md.rank = md.kind == W ? (int)(mori__fuzz_u8(&in) % (unsigned)(md.world + 1)) : 0;
-  md.state = MORI_WS_INIT;
+  md.state = MORI_BS_INIT;
   md.len = 0;
   mori_fsm m;
   mori_fsm_init(&m, md.kind, md.rank, md.world);

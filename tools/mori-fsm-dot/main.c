@@ -1,8 +1,8 @@
 /*
- * main.c - mori-fsm-dot: prints the state diagram (Graphviz DOT)
- * or, with --steps, the table of steps (markdown), both generated from the
- * transition table.  docs/state-machine.md embeds both and tests fail when
- * they differ.
+ * main.c - mori-fsm-dot: prints the state diagram (Graphviz DOT) or, with
+ * --steps, --states, --resources, --life or --watch, that markdown table,
+ * each generated from fsm.h's lists.  docs/state-machine.md embeds them
+ * all and tests fail when they differ.
  */
 #include "mori/fsm.h"
 
@@ -10,12 +10,12 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--steps") == 0)
-    mori_fsm_write_steps(stdout);
-  else if (argc > 1) {
-    fprintf(stderr, "usage: mori-fsm-dot [--steps]\n");
-    return 2;
-  } else
+  if (argc == 1)
     mori_fsm_write_dot(stdout);
+  else if (argc > 2 || strncmp(argv[1], "--", 2) != 0 ||
+           mori_fsm_write_table(stdout, argv[1] + 2) != 0) {
+    fprintf(stderr, "usage: mori-fsm-dot [--steps|--states|--resources|--life|--watch]\n");
+    return 2;
+  }
   return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }
