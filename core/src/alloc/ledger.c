@@ -96,13 +96,6 @@ void mori__ledger_set_release(mori_res kind, int (*release)(const mori_ledger_en
   release_row[kind].quiet = quiet;
 }
 
-/* The first failure of an unwind: later failures must not overwrite its
- * message, since it names the call that went wrong first. */
-struct unwind_first {
-  int rc;
-  char message[1024];
-};
-
 int mori__release_entry(void *ctx, const mori_ledger_entry *e) {
   if ((unsigned)e->kind >= MORI_RES__COUNT || release_row[e->kind].release == NULL) return 0;
   MORI_LOG(MORI_LOG_TRACE, -1, -1, "release %s 0x%lx size %zu aux %d", mori_res_name(e->kind),
@@ -112,11 +105,8 @@ int mori__release_entry(void *ctx, const mori_ledger_entry *e) {
     MORI_LOG(MORI_LOG_WARN, -1, -1, "release %s: %s", mori_res_name(e->kind), mori_last_error());
     return 0;
   }
-  struct unwind_first *first = ctx;
-  if (rc != 0 && first != NULL && first->rc == 0) {
-    first->rc = rc;
-    snprintf(first->message, sizeof first->message, "%s", mori_last_error());
-  }
+  /* an unwind's first failure (ctx); later ones must not overwrite it */
+  if (ctx != NULL) (void)mori__first_keep(ctx, rc);
   /* The failure is reported either way; only the leak is avoided. */
   if (rc != 0 && release_row[e->kind].retry && release_row[e->kind].release(e) == 0)
     MORI_LOG(MORI_LOG_WARN, -1, -1, "release %s 0x%lx succeeded when tried again",
@@ -125,9 +115,8 @@ int mori__release_entry(void *ctx, const mori_ledger_entry *e) {
 }
 
 int mori__unwind(mori_fsm *m, int fail) {
-  struct unwind_first first = {0, ""};
-  char original[1024];
-  snprintf(original, sizeof original, "%s", mori_last_error());
+  mori__first_error first = {0}, cause;
+  (void)mori__first_set(&cause, MORI_OK); /* a rollback's: the message now */
   int rc = fail ? mori_fsm_fail(m, mori__release_entry, &first)
                 : mori_fsm_release(m, mori__release_entry, &first);
   /* unwound: the ledger's own memory goes too (a failed unwind keeps it) */
@@ -135,15 +124,12 @@ int mori__unwind(mori_fsm *m, int fail) {
     mori_fsm_destroy(m);
   if (fail) {
     /* The error that caused the rollback is the one to report. */
-    if (first.rc != 0)
-      mori__error(first.rc, "%s (rollback also failed: %s)", original, first.message);
-    else
-      mori__error(MORI_OK, "%s", original);
+    (void)mori__first_end(&cause, MORI_OK);
+    if (first.rc != 0) mori__error_suffix(" (rollback also failed: %s)", first.message);
     return first.rc;
   }
-  if (first.rc != 0) return mori__error(first.rc, "%s", first.message);
-  if (rc != 0) return mori__error(MORI_ESTATE, "release: %s", m->why);
-  return 0;
+  if (first.rc == 0 && rc != 0) return mori__error(MORI_ESTATE, "release: %s", m->why);
+  return mori__first_end(&first, 0);
 }
 
 /* The ledgers' memory comes through the allocation seam like every other

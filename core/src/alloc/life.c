@@ -225,8 +225,7 @@ int mori__block_free(mori_block *b) {
 }
 
 int mori__release_all(mori_block **all, size_t n) {
-  int first = 0;
-  char message[1024] = "";
+  mori__first_error first = {0};
   for (size_t i = n; i-- > 0;) defer(all[i]);
   while (deferred != NULL) {
     mori_block *b = deferred;
@@ -238,16 +237,11 @@ int mori__release_all(mori_block **all, size_t n) {
     }
     claim(b);
     pthread_mutex_unlock(&mori__lock);
-    int rc = teardown(b);
-    if (rc != 0 && first == 0) {
-      first = rc;
-      snprintf(message, sizeof message, "%s", mori_last_error());
-    }
+    (void)mori__first_keep(&first, teardown(b));
     pthread_mutex_lock(&mori__lock);
   }
   pthread_mutex_unlock(&mori__lock);
-  if (first != 0) mori__error(first, "%s", message);
-  return first;
+  return mori__first_end(&first, 0);
 }
 
 void mori__window_abandon(mori_window *w) {
@@ -286,11 +280,11 @@ int mori__window_leave(const mori_window *cw, int rc) {
 }
 
 void mori__block_teardown_quietly(mori_block *b) {
-  char message[1024];
-  snprintf(message, sizeof message, "%s", mori_last_error());
+  mori__first_error call; /* the call's own message, which stays */
+  (void)mori__first_set(&call, MORI_OK);
   if (teardown(b) != 0)
     MORI_LOG(MORI_LOG_WARN, -1, -1, "deferred teardown: %s", mori_last_error());
-  mori__error(MORI_OK, "%s", message);
+  (void)mori__first_end(&call, MORI_OK);
 }
 
 /* ---- references ---- */

@@ -4,8 +4,6 @@
  */
 #include "alloc.h"
 
-#include <stdio.h>
-
 /* A window's ledger, unwound (the device was synchronized). */
 static int window_unwind(mori_window *w) {
   int rc = mori__unwind(&w->fsm, 0);
@@ -15,8 +13,7 @@ static int window_unwind(mori_window *w) {
 }
 
 int mori__teardown(mori_block *b) {
-  int first = 0;
-  char message[1024] = "";
+  mori__first_error first = {0}; /* the first failure wins */
   /* the phases' times only for the INFO line at the end */
   int timed = mori__log_level() >= MORI_LOG_INFO;
   double t0 = timed ? mori__log_clock_us() : 0;
@@ -27,26 +24,15 @@ int mori__teardown(mori_block *b) {
    * address that poisons the context.  One synchronize serves the block
    * and every window on it, and lets the watchdog's releases finish. */
   hipError_t e = mori_hipDeviceSynchronize();
-  if (e != hipSuccess) {
-    first = mori__hip_error("hipDeviceSynchronize", e);
-    snprintf(message, sizeof message, "%s", mori_last_error());
-  }
+  if (e != hipSuccess) (void)mori__first_keep(&first, mori__hip_error("hipDeviceSynchronize", e));
   double t1 = timed ? mori__log_clock_us() : 0;
   /* b is claimed: no other thread reaches its windows' ledgers now. */
-  for (mori_window *w = b->windows; w != NULL; w = w->next) {
-    int rc = window_unwind(w);
-    if (rc != 0 && first == 0) {
-      first = rc;
-      snprintf(message, sizeof message, "%s", mori_last_error());
-    }
-  }
+  for (mori_window *w = b->windows; w != NULL; w = w->next)
+    (void)mori__first_keep(&first, window_unwind(w));
   double t2 = timed ? mori__log_clock_us() : 0;
-  int rc = mori__unwind(&b->fsm, 0);
-  if (rc != 0 && first == 0) first = rc;
-  else if (first != 0) mori__error(first, "%s", message); /* the first failure wins */
+  int rc = mori__first_end(&first, mori__unwind(&b->fsm, 0));
   MORI_LOG_DEVICE(MORI_LOG_INFO, b->device,
                   "block %p torn down%s; us: synchronize %.0f windows %.0f block %.0f", b->base,
-                  first ? " (errors)" : "", t1 - t0, t2 - t1,
-                  timed ? mori__log_clock_us() - t2 : 0);
-  return first;
+                  rc ? " (errors)" : "", t1 - t0, t2 - t1, timed ? mori__log_clock_us() - t2 : 0);
+  return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * error.c - error codes, their names, and the thread-local message naming
- * the call that failed.  One table; no other place spells an error name.
+ * the call that failed, and the first of several failures kept whole
+ * (mori__first_*).  One table; no other place spells an error name.
  */
 #include "mori/error_internal.h"
 
@@ -45,7 +46,7 @@ const char *mori_strerror(int code) {
   return i < 0 ? "unknown error" : errors[i].text;
 }
 
-static __thread char message[1024];
+static __thread char message[MORI_ERROR_MESSAGE_MAX];
 
 const char *mori_last_error(void) { return message; }
 void mori_clear_error(void) { message[0] = '\0'; }
@@ -98,4 +99,23 @@ void mori__error_prefix(const char *fmt, ...) {
   va_end(ap);
   snprintf(rest, sizeof rest, "%s", message);
   snprintf(message, sizeof message, "%s%s", prefix, rest);
+}
+
+/* ---- the first failure of several ---- */
+
+int mori__first_keep(mori__first_error *f, int rc) {
+  return rc != 0 && !f->kept ? mori__first_set(f, rc) : rc;
+}
+
+int mori__first_set(mori__first_error *f, int rc) {
+  f->rc = rc;
+  f->kept = 1;
+  memcpy(f->message, message, sizeof message);
+  return rc;
+}
+
+int mori__first_end(const mori__first_error *f, int rc) {
+  if (!f->kept) return rc;
+  memcpy(message, f->message, sizeof message);
+  return f->rc;
 }

@@ -667,11 +667,9 @@ static int timeout_error(const exchange *x, int timeout_ms) {
 
 /* Whatever ended the exchange, the datagrams dropped on the way may be why. */
 static void report_drops(const exchange *x) {
-  char message[1024];
   if (x->dropped == 0) return;
-  snprintf(message, sizeof message, "%s", mori_last_error());
-  mori__error(0, "%s; dropped %d datagram(s) from non-members (first: %s)", message, x->dropped,
-              x->first_drop);
+  mori__error_suffix("; dropped %d datagram(s) from non-members (first: %s)", x->dropped,
+                     x->first_drop);
 }
 
 /* Sends are retried every SEND_RETRY_MS while any is held up; otherwise the
@@ -680,11 +678,11 @@ static void report_drops(const exchange *x) {
  * if one is there, that is why a peer is gone, and the error says so. */
 static int peer_failed_first(const exchange *x, int rc) {
   if (rc < 0 && x->ch->abort_check != NULL) {
-    char gone[1024];
-    snprintf(gone, sizeof gone, "%s", mori_last_error());
+    mori__first_error gone;
+    (void)mori__first_set(&gone, rc);
     int aborted = x->ch->abort_check(x->ch->abort_ctx);
     if (aborted < 0) return aborted;
-    mori__error(rc, "%s", gone);
+    return mori__first_end(&gone, rc);
   }
   return rc;
 }

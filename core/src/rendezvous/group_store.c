@@ -302,13 +302,11 @@ static int check_abort(mori_window *w, mori_store *store, const char *what) {
 static int may_follow_a_peer(int rc) { return rc == MORI_EIO || rc == MORI_EHIP; }
 
 int mori__peer_failed_first(mori_window *w, mori_store *store, int rc) {
-  char own[1024];
-  snprintf(own, sizeof own, "%s", mori_last_error());
-  if (!may_follow_a_peer(rc) || check_abort(w, store, "the rendezvous") != MORI_EPEER) {
-    mori__error(MORI_OK, "%s", own);
-    return rc;
-  }
-  mori__error_suffix(" (here then: %s)", own);
+  mori__first_error own;
+  (void)mori__first_set(&own, rc);
+  if (!may_follow_a_peer(rc) || check_abort(w, store, "the rendezvous") != MORI_EPEER)
+    return mori__first_end(&own, rc);
+  mori__error_suffix(" (here then: %s)", own.message);
   return MORI_EPEER;
 }
 
@@ -519,18 +517,20 @@ static int abort_window(mori_window *w, mori_store *store, const char *why, int 
  * abort cannot be published either (a full disk, no fds left), that is
  * appended to it, never put in its place. */
 void mori__publish_abort(mori_window *w, mori_store *store) {
-  char cause[1024], failure[512];
-  snprintf(cause, sizeof cause, "%s", mori_last_error());
+  mori__first_error cause, failure;
+  (void)mori__first_set(&cause, MORI_OK);
   /* If agreeing on the incarnation is what failed, there is no key a peer
    * would look at (and trying again would wait as long again): peers time
    * out, as they would on a rank that died. */
   int agreement_failed = !w->incarnation[0] && w->incarnation_tried;
-  if (agreement_failed || abort_window(w, store, cause, mori_symm_timeout_ms()) == 0) {
-    mori__error(0, "%s", cause);
+  if (agreement_failed || abort_window(w, store, cause.message, mori_symm_timeout_ms()) == 0) {
+    (void)mori__first_end(&cause, MORI_OK);
     return;
   }
-  snprintf(failure, sizeof failure, "%s", mori_last_error());
-  mori__error(0, "%s; publishing the abort also failed: %s", cause, failure);
+  (void)mori__first_set(&failure, MORI_OK);
+  (void)mori__first_end(&cause, MORI_OK);
+  /* at most 511 bytes of the publication's failure */
+  mori__error_suffix("; publishing the abort also failed: %.511s", failure.message);
 }
 
 int mori__abort_rendezvous(const char *group, uint64_t seq, int rank, int world_size,
