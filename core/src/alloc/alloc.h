@@ -126,9 +126,12 @@ const char *mori__probe_why(int device);
 /* Covering lookup: the block whose [base, base + buffer_size) holds ptr. */
 mori_block *mori__block_find(const void *ptr);
 long mori__blocks_live(void);
-/* release_all's first part: every block leaves the table and is torn
- * down (mori__release_all); the first error. */
-int mori__blocks_release_all(void);
+/* Under mori__lock, for free (life.c): the block whose base is ptr, out of
+ * the table; NULL if ptr is no block's base. */
+mori_block *mori__block_take(const void *ptr);
+/* Under mori__lock, for release_all (life.c): the whole table, handed over
+ * (the caller frees the array), n blocks; the table is left empty. */
+mori_block **mori__blocks_take_all(size_t *n);
 
 /* Guards the block table, the deferred list, the window registry and every
  * window's life/refs/busy; broadcast on mori__cond whenever a window stops
@@ -182,16 +185,15 @@ void mori__window_unregister(mori_window *w);
  * nothing holds it any more, tears the block down; it returns rc. */
 int mori__window_enter(const mori_window *w, const char *op);
 int mori__window_leave(const mori_window *w, int rc);
-/* free(): called under mori__lock, which it releases, once the caller took
- * b out of the table.  The block waits on the deferred list until nothing
- * holds it; if nothing does now, its teardown runs here.  0 or the
- * teardown's first error. */
-int mori__block_free(mori_block *b);
-/* release_all(): called under mori__lock, which it releases, with every
- * block the table held (the caller emptied it).  Tears down every deferred
- * block, references or not, after waiting for the calls in progress on
- * them.  The first error. */
-int mori__release_all(mori_block **all, size_t n);
+/* Free and release_all take mori__lock themselves and let it go before
+ * they return; no caller hands them the lock.  mori_symm_free is defined
+ * here: a freed block waits on the deferred list until nothing holds it,
+ * and if nothing does now, its teardown runs in the call.
+ * mori__blocks_release_all is release_all's first part: every block leaves
+ * the table and is torn down, references or not, after the calls in
+ * progress on it (process.c goes on with what the process holds beyond
+ * any block).  The first error. */
+int mori__blocks_release_all(void);
 /* Under mori__lock: if nothing holds b (no reference, no call in progress,
  * no rendezvous running), claims its teardown (its windows become CLOSING)
  * and returns 1; the caller then runs mori__block_teardown_quietly after

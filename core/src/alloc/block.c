@@ -1,8 +1,9 @@
 /*
  * block.c - symmetric allocations: the handle-type probe (cached per
  * device), alloc as a BLOCK machine (create -> reserve -> map -> access ->
- * zero; the export waits for the block's first rendezvous), the sorted
- * block table with covering lookup, and free.
+ * zero; the export waits for the block's first rendezvous), and the sorted
+ * block table with covering lookup, out of which free and release_all
+ * (life.c) take blocks.
  */
 #include "alloc.h"
 
@@ -383,27 +384,6 @@ int mori_symm_alloc_on_stream(size_t size, int device, void *stream, void **ptr)
   return alloc(size, device, (hipStream_t)stream, 1, ptr);
 }
 
-/* ---- free ---- */
-
-/* Purely local, as torch's free: the block leaves the table now, so that
- * lookup, rendezvous and a second free of ptr fail with MORI_ENOTFOUND; its
- * teardown runs now, or at the last release of a window reference (or the
- * end of a call in progress) if something still holds it. */
-int mori_symm_free(void *ptr) {
-  pthread_mutex_lock(&mori__lock);
-  mori_block *b = mori__block_find(ptr);
-  if (b != NULL && b->base == ptr) {
-    table_remove(b);
-    return mori__block_free(b); /* unlocks */
-  }
-  int rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a live mori-symm allocation%s",
-                       ptr, mori__block_freed(ptr) ? " (already freed; its teardown waits for "
-                                                     "the last window reference)"
-                                                   : "");
-  pthread_mutex_unlock(&mori__lock);
-  return rc;
-}
-
 int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset) {
   pthread_mutex_lock(&mori__lock);
   mori_block *b = mori__block_find(ptr);
@@ -415,18 +395,21 @@ int mori_symm_lookup(const void *ptr, size_t *buffer_size, size_t *offset) {
   return b ? 0 : mori__error(MORI_ENOTFOUND, "lookup(%p): not in a mori-symm allocation", ptr);
 }
 
-/* Every block, freed or not, whatever references remain, leaves the
- * table at once (release_all: process.c goes on with what the process
- * holds beyond any block). */
-int mori__blocks_release_all(void) {
-  pthread_mutex_lock(&mori__lock);
-  mori_block **all = blocks; /* the whole table, handed over at once */
-  size_t n = nblocks;
+/* ---- out of the table (free and release_all, life.c) ---- */
+
+mori_block *mori__block_take(const void *ptr) {
+  mori_block *b = mori__block_find(ptr);
+  if (b == NULL || b->base != ptr) return NULL;
+  table_remove(b);
+  return b;
+}
+
+mori_block **mori__blocks_take_all(size_t *n) {
+  mori_block **all = blocks;
+  *n = nblocks;
   blocks = NULL;
   nblocks = cap_blocks = 0;
-  int rc = mori__release_all(all, n); /* unlocks */
-  free(all);
-  return rc;
+  return all;
 }
 
 long mori__blocks_live(void) { return (long)nblocks; }

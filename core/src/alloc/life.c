@@ -1,8 +1,9 @@
 /*
- * life.c - how long blocks and windows live: references (retain/release),
- * temporary references of calls in progress, the deferred teardown of a
- * freed block that something still holds, and the registry that lets a
- * call on a closed window be caught instead of touching freed memory.
+ * life.c - how long blocks and windows live: free and release_all,
+ * references (retain/release), temporary references of calls in progress,
+ * the deferred teardown of a freed block that something still holds, and
+ * the registry that lets a call on a closed window be caught instead of
+ * touching freed memory.
  *
  * A block goes when the last of {its allocation, its windows' references,
  * calls in progress on its windows, a rendezvous running on it} lets go.
@@ -158,8 +159,8 @@ static int block_quiet(const mori_block *b) {
 
 static mori_block *deferred;
 
-/* free(): the block left the table (the caller removed it) and waits here
- * until nothing holds it. */
+/* free() or release_all(): the block left the table and waits here until
+ * nothing holds it. */
 static void defer(mori_block *b) {
   b->freed = 1;
   b->next_deferred = deferred;
@@ -217,15 +218,39 @@ static int teardown(mori_block *b) {
   return rc;
 }
 
-int mori__block_free(mori_block *b) {
-  defer(b);
-  int claimed = mori__block_claim_if_idle(b);
+/* ---- free and release_all: each takes mori__lock and lets it go ---- */
+
+/* Purely local, as torch's free: the block leaves the table now, so that
+ * lookup, rendezvous and a second free of ptr fail with MORI_ENOTFOUND; its
+ * teardown runs now, or at the last release of a window reference (or the
+ * end of a call in progress) if something still holds it.  It leaves the
+ * table and joins the deferred list under one hold of mori__lock, so every
+ * other thread finds it in one or the other (a second free is told it was
+ * freed; a rendezvous running on it fails). */
+int mori_symm_free(void *ptr) {
+  int rc = 0, claimed = 0;
+  pthread_mutex_lock(&mori__lock);
+  mori_block *b = mori__block_take(ptr);
+  if (b != NULL) {
+    defer(b);
+    claimed = mori__block_claim_if_idle(b);
+  } else {
+    rc = mori__error(MORI_ENOTFOUND, "free(%p): not the base of a live mori-symm allocation%s",
+                     ptr, mori__block_freed(ptr) ? " (already freed; its teardown waits for "
+                                                   "the last window reference)"
+                                                 : "");
+  }
   pthread_mutex_unlock(&mori__lock);
-  return claimed ? teardown(b) : 0;
+  return claimed ? teardown(b) : rc;
 }
 
-int mori__release_all(mori_block **all, size_t n) {
+/* Every block, freed or not, whatever references remain, leaves the table
+ * at once and is torn down, after the calls in progress on it. */
+int mori__blocks_release_all(void) {
   mori__first_error first = {0};
+  size_t n = 0;
+  pthread_mutex_lock(&mori__lock);
+  mori_block **all = mori__blocks_take_all(&n); /* the whole table, handed over at once */
   for (size_t i = n; i-- > 0;) defer(all[i]);
   while (deferred != NULL) {
     mori_block *b = deferred;
@@ -241,6 +266,7 @@ int mori__release_all(mori_block **all, size_t n) {
     pthread_mutex_lock(&mori__lock);
   }
   pthread_mutex_unlock(&mori__lock);
+  free(all);
   return mori__first_end(&first, 0);
 }
 
