@@ -1,21 +1,34 @@
 /*
- * test_teardown_route.c - the route a teardown takes through the core's
- * files.  The core is built a second time with -finstrument-functions
- * (libmori_core_traced: core/src and fsm/, less the utilities error.c and
- * config.c), and the calling thread's calls and returns are recorded while
- * mori_symm_free (or mori_symm_release_all) runs on a block holding one
- * window of two ranks after a watched barrier.  Each recorded function is
- * mapped to its source file (dladdr, then addr2line over the library's
- * debug information), and the walk, the files the running code is in,
- * consecutive repeats merged, is printed.
+ * test_teardown_route.c - the route a teardown, and a barrier, take
+ * through the core's files.  The core is built a second time with
+ * -finstrument-functions (libmori_core_traced: core/src and fsm/, less the
+ * utilities error.c and config.c), and the calling thread's calls and
+ * returns are recorded while mori_symm_free (or mori_symm_release_all)
+ * runs on a block holding one window of two ranks after a watched
+ * barrier, or while a second watched barrier runs on such a window.  Each
+ * recorded function is mapped to its source file (dladdr, then addr2line
+ * over the library's debug information), and the walk, the files the
+ * running code is in, consecutive repeats merged, is printed.
  *
- * The rule it pins: a teardown is one unwind of the ledger, so the walk
- * calls into no file twice, apart from the driver (alloc/ledger.c, which
- * unwinds, and fsm/'s tables: fsm.c, which orders the ledger and calls
- * back into it, and lifecycle.c, the window life's and the watchdog
+ * The rule it pins for a teardown: it is one unwind of the ledger, so the
+ * walk calls into no file twice, apart from the driver (alloc/ledger.c,
+ * which unwinds, and fsm/'s tables: fsm.c, which orders the ledger and
+ * calls back into it, and lifecycle.c, the window life's and the watchdog
  * entries' setters).  release_all is checked up to its last call, which
  * releases what the process holds beyond any block (the watchdog thread,
- * its events, the private streams).
+ * the devices' events, modules and private streams).
+ *
+ * For a barrier: signal.c plans it and asks its engines through their
+ * interface (signal/engine.h), each question a call that returns to
+ * signal.c, the file the barrier returns to.  The rules: signal.c enters
+ * no other file of signal/ but an engine's (engine_*.c: the watchdog is
+ * the memop engine's), and apart from signal.c (and the driver) the walk
+ * enters no file twice within one question: no file is entered from two
+ * files, none again while it runs (a call back up), and nothing calls
+ * back into signal.c.  A file asked twice by the same file (the memop
+ * engine's watchdog entry, begun before the waits and ended after them)
+ * is one walk down, not a walk back.  Both engines are recorded
+ * (MORI_SYMM_SIGNAL_ENGINE=memop, kernel), and the automatic one.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -76,7 +89,7 @@ static void record_stop(void) { __atomic_store_n(&recording, 0, __ATOMIC_RELEASE
 enum { MAX_FNS = 512 };
 static struct {
   void *fn;
-  char name[96], file[64];
+  char name[96], file[64], folder[64]; /* folder: the file's, by its name ("signal") */
 } fns[MAX_FNS];
 static int nfns;
 
@@ -113,8 +126,11 @@ static int resolve(char *msg, size_t msglen) {
        i++) {
     fns[i].name[strcspn(fns[i].name, "\n")] = '\0';
     line[strcspn(line, ":\n")] = '\0';
-    const char *slash = strrchr(line, '/');
+    char *slash = strrchr(line, '/');
     snprintf(fns[i].file, sizeof fns[i].file, "%s", slash ? slash + 1 : line);
+    if (slash != NULL) *slash = '\0';
+    const char *up = slash ? strrchr(line, '/') : NULL;
+    snprintf(fns[i].folder, sizeof fns[i].folder, "%s", up ? up + 1 : "");
   }
   int status = pclose(p);
   if (i < nfns || status != 0)
@@ -171,24 +187,99 @@ static void walk(const char *stop, char *out, size_t n, int *reentries, char *wh
     len += (size_t)snprintf(out + len, n - len, "%s%s", i ? " -> " : "", seq[i]);
 }
 
+/* The barrier's rules.  signal.c (the hub, the file the barrier returns
+ * to) asks the other files of its folder only as engines (engine_*.c,
+ * through their interface): the watchdog is the memop engine's.  Every
+ * call the hub makes starts a question; within one, each file (not the
+ * driver) has one caller file and is entered only while it is not
+ * running already.  *backs counts the calls that break either rule, named
+ * "caller -> file" in `which`. */
+static void questions(const char *hub, int *backs, char *which, size_t wn) {
+  int stack[256], depth = 0, n = 0;
+  const char *file_of[64], *caller_of[64], *hub_folder = "";
+  size_t wlen = 0;
+  *backs = 0;
+  which[0] = '\0';
+  for (int i = 0; i < nevents; i++) {
+    int f = fn_index(events[i].fn);
+    const char *file = fns[f].file, *caller = "api";
+    if (depth > 0) caller = fns[stack[depth <= 256 ? depth - 1 : 255]].file;
+    if (!events[i].enter) {
+      depth -= depth > 0;
+      continue;
+    }
+    if (strcmp(file, hub) == 0) hub_folder = fns[f].folder;
+    if (strcmp(file, caller) != 0 && !is_driver(file)) {
+      int asked = strcmp(caller, hub) == 0, back = 0, k = 0;
+      if (asked) n = 0; /* a new question */
+      back |= asked && strcmp(fns[f].folder, hub_folder) == 0 && strncmp(file, "engine_", 7) != 0;
+      for (int d = 0; d < depth && d < 256; d++) back |= strcmp(fns[stack[d]].file, file) == 0;
+      while (k < n && strcmp(file_of[k], file) != 0) k++;
+      if (k < n) back |= strcmp(caller_of[k], caller) != 0;
+      else if (n < 64) file_of[n] = file, caller_of[n++] = caller;
+      if (back) {
+        ++*backs;
+        wlen += (size_t)snprintf(which + wlen, wlen < wn ? wn - wlen : 0, "%s%s -> %s",
+                                 wlen ? ", " : "", caller, file);
+      }
+    }
+    if (depth < 256) stack[depth] = f;
+    depth++;
+  }
+}
+
 /* ---- the ranks ---- */
 
-enum what { FREE, RELEASE_ALL };
+enum what { FREE, RELEASE_ALL, BARRIER };
 
 typedef struct plan {
   enum what what;
+  const char *engine; /* BARRIER: MORI_SYMM_SIGNAL_ENGINE */
 } plan;
+
+/* A second watched barrier on w, recorded; its route printed and held to
+ * the barrier's rule.  The kernel engine must have launched one kernel
+ * for it, the memory operations none. */
+static int barrier_route(const mori_rank_ctx *ctx, const plan *pl, mori_window *w, char *msg,
+                         size_t msglen) {
+  mori_symm_signal_stats before, after;
+  mori_symm_signal_stats_get(&before);
+  record_start();
+  int rc = mori_window_barrier(w, 0, NULL, 60000);
+  record_stop();
+  CHECK(rc == 0, "barrier: %s", mori_last_error());
+  mori_symm_signal_stats_get(&after);
+  long want = strcmp(pl->engine, "kernel") == 0;
+  CHECK(after.kernels - before.kernels == want, "MORI_SYMM_SIGNAL_ENGINE=%s: %ld kernels, want %ld",
+        pl->engine, after.kernels - before.kernels, want);
+  CHECK(!overflow, "more than %d calls recorded", MAX_EVENTS);
+  if (resolve(msg, msglen) != 0) return 1;
+  char route[4096], which[512], unused[512];
+  int backs = 0, reentries = 0;
+  walk(NULL, route, sizeof route, &reentries, unused, sizeof unused);
+  printf("rank %d barrier (%s) route: %s\n", ctx->rank, pl->engine, route);
+  fflush(stdout);
+  questions("signal.c", &backs, which, sizeof which);
+  CHECK(backs == 0, "%d calls break the route's rules (%s); route: %s", backs, which, route);
+  return 0;
+}
 
 static int route_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   const plan *pl = ctx->arg;
   void *base = NULL;
   mori_window *w = NULL;
+  if (pl->engine != NULL) setenv("MORI_SYMM_SIGNAL_ENGINE", pl->engine, 1);
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
   CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
   CHECK(mori_symm_rendezvous(base, "route", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
         "rendezvous: %s", mori_last_error());
   /* a watched barrier: the watchdog has had an entry for this window */
   CHECK(mori_window_barrier(w, 0, NULL, 60000) == 0, "barrier: %s", mori_last_error());
+  if (pl->what == BARRIER) {
+    if (barrier_route(ctx, pl, w, msg, msglen) != 0) return 1;
+    CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+    return 0;
+  }
   record_start();
   int rc = pl->what == FREE ? mori_symm_free(base) : mori_symm_release_all();
   record_stop();
@@ -207,25 +298,43 @@ static int route_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return 0;
 }
 
-static void run(enum what what) {
-  plan pl = {what};
+static void run(enum what what, const char *engine) {
+  plan pl = {what, engine};
   ranks_run(2, route_rank, &pl, 0);
 }
 
 static void free_calls_into_no_file_twice_but_the_driver(void **state) {
   (void)state;
-  run(FREE);
+  run(FREE, NULL);
 }
 
 static void release_all_calls_into_no_file_twice_but_the_driver(void **state) {
   (void)state;
-  run(RELEASE_ALL);
+  run(RELEASE_ALL, NULL);
+}
+
+static void memop_barrier_walks_down_from_signal_c_and_back(void **state) {
+  (void)state;
+  run(BARRIER, "memop");
+}
+
+static void kernel_barrier_walks_down_from_signal_c_and_back(void **state) {
+  (void)state;
+  run(BARRIER, "kernel");
+}
+
+static void automatic_barrier_walks_down_from_signal_c_and_back(void **state) {
+  (void)state;
+  run(BARRIER, "auto");
 }
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(free_calls_into_no_file_twice_but_the_driver),
       cmocka_unit_test(release_all_calls_into_no_file_twice_but_the_driver),
+      cmocka_unit_test(memop_barrier_walks_down_from_signal_c_and_back),
+      cmocka_unit_test(kernel_barrier_walks_down_from_signal_c_and_back),
+      cmocka_unit_test(automatic_barrier_walks_down_from_signal_c_and_back),
   };
   return mori_run_tests(argc, argv, tests);
 }

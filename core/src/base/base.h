@@ -113,7 +113,36 @@ int mori__service_stream(int device, hipStream_t *out);
 /* *captured = 1 while stream is being captured into a graph; an
  * invalidated capture is an error. */
 int mori__stream_capturing(hipStream_t stream, int *captured);
-/* The private streams go (release_all). */
+
+/* n events of the device's pool (timing disabled), created where the
+ * pool has too few: 0, or an error naming the call (out[0, n) NULL: none
+ * is taken). */
+int mori__device_events_get(int device, hipEvent_t *out, int n);
+/* evs[0, n) back to the device's pool (a NULL one is nothing); one the
+ * pool cannot take is destroyed.  May be called under a caller's lock. */
+void mori__device_events_put(int device, const hipEvent_t *evs, int n);
+
+/* The device's module: the core carries one (the signal kernels). */
+#define MORI__MODULE_ENTRIES 8
+typedef struct mori__module_spec {
+  const mori_module_image *image;
+  const char *const *entries; /* found by name at the load, at most MORI__MODULE_ENTRIES */
+  int nentries;
+  const char *what;    /* its name in messages: "signal kernels" */
+  const char *without; /* what goes on where the runtime cannot load it at all */
+} mori__module_spec;
+/* Loads spec's module on device once (later calls find it): 0, or an
+ * error naming the call; *unsupported is set when the runtime cannot load
+ * it at all (no JIT for the PTX, no hiprtc), which is then remembered and
+ * logged once at WARN. */
+int mori__device_module_load(int device, const mori__module_spec *spec, int *unsupported);
+/* Whether device's module is loaded. */
+int mori__device_module_loaded(int device);
+/* Entry number entry (spec's order) of device's loaded module. */
+hipFunction_t mori__device_module_entry(int device, int entry);
+
+/* The pooled events, the modules and the private streams go
+ * (release_all, once nothing takes events any more). */
 void mori__device_release_all(void);
 
 #endif

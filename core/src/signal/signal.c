@@ -49,15 +49,17 @@
  * it must both be captured or both not, as every rank must capture a
  * barrier if one does.
  *
- * Two engines do this work: the memory operations above, and one small
- * kernel per form (core/kernels/signal.cu, launched by kernel.c) that does
- * the same on the same cells with the same values, so ranks on different
- * engines meet.  engine() chooses per window and form (the table
- * `automatic`, MORI_SYMM_SIGNAL_ENGINE): memory operations wherever a peer
- * shares this rank's device, where a spinning kernel would wait for the
- * other process's time slice.
+ * Two engines do this work, each behind the interface of engine.h: the
+ * memory operations above (engine_memop.c), and one small kernel per form
+ * (core/kernels/signal.cu, launched by engine_kernel.c) that does the same
+ * on the same cells with the same values, so ranks on different engines
+ * meet.  This file plans a call both ways and chooses its engine per
+ * window and form (choose: the table `automatic`, MORI_SYMM_SIGNAL_ENGINE):
+ * memory operations wherever a peer shares this rank's device, where a
+ * spinning kernel would wait for the other process's time slice.  It calls
+ * an engine only through its struct mori__signal_engine.
  */
-#include "kernel.h"
+#include "engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,24 +79,23 @@ static uint32_t *cell(const mori_window *w, int owner, enum region r, int channe
 
 static uint32_t phase(uint64_t n) { return 1u << (n % 3); }
 
-/* ---- counts (mori_symm_signal_stats) ---- */
+/* ---- the engines ---- */
 
-static struct {
-  long remote_writes, local_writes, local_waits, remote_waits, captured, calls, kernels;
-} counts;
+/* In the order MORI_SYMM_SIGNAL_ENGINE's values are read, and the order a
+ * window's failure is asked for (window_failed): the watchdog's record
+ * first, then the kernels' words. */
+enum engine { ENGINE_MEMOP, ENGINE_KERNEL, ENGINE_AUTO, ENGINE_INVALID };
+static const struct mori__signal_engine *const engines[] = {
+    [ENGINE_MEMOP] = &mori__signal_engine_memop,
+    [ENGINE_KERNEL] = &mori__signal_engine_kernel,
+};
+#define NENGINES ((int)(sizeof engines / sizeof engines[0]))
+_Static_assert(NENGINES == (int)ENGINE_AUTO, "one engine per setting but auto");
 
-static void count(long *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
-
+/* Every engine counts its own work. */
 void mori_symm_signal_stats_get(mori_symm_signal_stats *out) {
-  out->remote_writes = __atomic_load_n(&counts.remote_writes, __ATOMIC_RELAXED);
-  out->local_writes = __atomic_load_n(&counts.local_writes, __ATOMIC_RELAXED);
-  out->local_waits = __atomic_load_n(&counts.local_waits, __ATOMIC_RELAXED);
-  out->remote_waits = __atomic_load_n(&counts.remote_waits, __ATOMIC_RELAXED);
-  out->captured = __atomic_load_n(&counts.captured, __ATOMIC_RELAXED);
-  out->calls = __atomic_load_n(&counts.calls, __ATOMIC_RELAXED);
-  out->kernels = __atomic_load_n(&counts.kernels, __ATOMIC_RELAXED);
-  mori__watch_counts(&out->watched, &out->expired);
-  out->expired += mori__kernel_expired(); /* a kernel that gave up, as a wait released */
+  memset(out, 0, sizeof *out);
+  for (int e = 0; e < NENGINES; e++) engines[e]->stats(out);
 }
 
 /* ---- the barrier's shape: MORI_SYMM_BARRIER ---- */
@@ -120,17 +121,8 @@ static enum shape barrier_shape(void) {
   return (enum shape)env_choice("MORI_SYMM_BARRIER", shape_names, SHAPE_INVALID, SHAPE_FLAT);
 }
 
-/* MORI_SYMM_MEMOP_BATCH=0: one runtime call per operation (to measure the
- * difference on a runtime where batching may not pay). */
-static int batching(void) {
-  const char *v = getenv("MORI_SYMM_MEMOP_BATCH");
-  return v == NULL || strcmp(v, "0") != 0;
-}
+/* ---- the engine of a call: memory operations or a kernel ---- */
 
-/* ---- the engine: memory operations or a kernel ---- */
-
-enum engine { ENGINE_MEMOP, ENGINE_KERNEL, ENGINE_AUTO, ENGINE_INVALID };
-static const char *const engine_names[] = {"memop", "kernel", "auto"};
 enum form { FORM_EAGER, FORM_CAPTURED };
 
 /* What the automatic engine uses for each form where no peer shares this
@@ -143,61 +135,49 @@ enum form { FORM_EAGER, FORM_CAPTURED };
 static const enum engine automatic[] = {[FORM_EAGER] = ENGINE_MEMOP,
                                         [FORM_CAPTURED] = ENGINE_KERNEL};
 
-/* MORI_SYMM_SIGNAL_ENGINE=auto|memop|kernel (unset: auto). */
+/* MORI_SYMM_SIGNAL_ENGINE=auto|memop|kernel (unset: auto): an engine's
+ * name, or auto. */
 static enum engine engine_setting(void) {
-  return (enum engine)env_choice("MORI_SYMM_SIGNAL_ENGINE", engine_names, ENGINE_INVALID,
-                                 ENGINE_AUTO);
+  const char *names[] = {[ENGINE_MEMOP] = engines[ENGINE_MEMOP]->name,
+                         [ENGINE_KERNEL] = engines[ENGINE_KERNEL]->name, [ENGINE_AUTO] = "auto"};
+  return (enum engine)env_choice("MORI_SYMM_SIGNAL_ENGINE", names, ENGINE_INVALID, ENGINE_AUTO);
 }
 
-/* ---- a call's operations ---- */
-
-enum { OP_WRITE, OP_WAIT };
-
-struct op {
-  int kind;
-  uint32_t *cell;
-  uint32_t value;   /* write: the value; wait: compared per flags */
-  uint32_t release; /* wait: what the watchdog writes to end it */
-  unsigned flags;
-  int owner, peer; /* owner of the cell; the rank a wait waits for */
-  const char *what;
-};
+/* ---- a call's plan ---- */
 
 struct plan {
-  struct op *ops;
-  int n, cap;
+  struct mori__signal_call call; /* its operations, its kernel */
+  int cap;                       /* room in call.ops */
   /* Eager calls are counted on the host (a barrier per channel, a put per
    * (channel, destination), a wait per (channel, source)): the count this
    * call advances (NULL in a capture) and to what, once every peer was
-   * written to (run() says why). */
+   * written to (settle() says why). */
   uint64_t *count, value;
-  /* The same work as one kernel: its entry and argument. */
-  enum mori__kentry entry;
-  struct mori_signal_args k;
 };
 
-static int plan_add(struct plan *p, struct op op) {
-  if (p->n == p->cap) {
+static int plan_add(struct plan *p, struct mori__signal_op op) {
+  struct mori__signal_call *c = &p->call;
+  if (c->nops == p->cap) {
     int cap = p->cap ? 2 * p->cap : 16;
-    struct op *grown = mori_realloc(p->ops, (size_t)cap * sizeof *grown);
+    struct mori__signal_op *grown = mori_realloc(c->ops, (size_t)cap * sizeof *grown);
     if (grown == NULL) return mori__nomem("signals");
-    p->ops = grown;
+    c->ops = grown;
     p->cap = cap;
   }
-  p->ops[p->n++] = op;
+  c->ops[c->nops++] = op;
   return 0;
 }
 
 static int add_write(struct plan *p, const mori_window *w, int owner, enum region r, int channel,
                      int index, uint32_t value) {
-  return plan_add(p, (struct op){OP_WRITE, cell(w, owner, r, channel, index), value, 0, 0,
-                                 owner, -1, NULL});
+  return plan_add(p, (struct mori__signal_op){MORI__OP_WRITE, cell(w, owner, r, channel, index),
+                                              value, 0, 0, owner, -1, NULL});
 }
 
 static int add_wait(struct plan *p, const mori_window *w, enum region r, int channel, int peer,
                     unsigned flags, uint32_t value, uint32_t release, const char *what) {
-  return plan_add(p, (struct op){OP_WAIT, cell(w, w->rank, r, channel, peer), value, release,
-                                 flags, w->rank, peer, what});
+  return plan_add(p, (struct mori__signal_op){MORI__OP_WAIT, cell(w, w->rank, r, channel, peer),
+                                              value, release, flags, w->rank, peer, what});
 }
 
 static const char never_signalled[] = "never signalled";
@@ -213,15 +193,16 @@ static void plan_count(struct plan *p, uint64_t *count, uint64_t value) {
 static void plan_kernel(struct plan *p, const mori_window *w, enum mori__kentry entry, int channel,
                         int peer, enum region signal, enum region ack, uint32_t wait_value,
                         uint32_t write_value) {
-  p->entry = entry;
-  p->k.signal_area = area(w, signal);
-  p->k.ack_area = area(w, ack);
-  p->k.world = w->world_size;
-  p->k.rank = w->rank;
-  p->k.peer = peer;
-  p->k.channel = channel;
-  p->k.wait_value = wait_value;
-  p->k.write_value = write_value;
+  struct mori_signal_args *k = &p->call.k;
+  p->call.entry = entry;
+  k->signal_area = area(w, signal);
+  k->ack_area = area(w, ack);
+  k->world = w->world_size;
+  k->rank = w->rank;
+  k->peer = peer;
+  k->channel = channel;
+  k->wait_value = wait_value;
+  k->write_value = write_value;
 }
 
 /* put k (eager): the previous signal consumed, then phase(k) to dst. */
@@ -309,139 +290,21 @@ static int plan_barrier(struct plan *p, mori_window *w, int channel, enum shape 
   return 0;
 }
 
-/* ---- running a plan ---- */
-
-static void count_op(const mori_window *w, const struct op *op) {
-  if (op->kind == OP_WAIT) count(&counts.local_waits);
-  else count(op->owner == w->rank ? &counts.local_writes : &counts.remote_writes);
-}
-
-/* ops[0, n) as one runtime call (n <= MORI_HIP_BATCH_MAX), or one call each
- * where batching is off; *done counts the operations known to be
- * enqueued.  *unsure is set when a failed batch may have enqueued some of
- * its operations: where the runtime has no batch call the shim issues them
- * one by one and stops at the first that fails. */
-static int enqueue(const mori_window *w, hipStream_t stream, const char *opname, int channel,
-                   const struct op *ops, int n, int batch, int *done, int *unsure) {
-  hipStreamBatchMemOpParams params[MORI_HIP_BATCH_MAX];
-  hipError_t e = hipSuccess;
-  const struct op *failed = &ops[0];
-  if (batch) {
-    memset(params, 0, (size_t)n * sizeof params[0]);
-    for (int i = 0; i < n; i++) {
-      params[i].operation =
-          ops[i].kind == OP_WAIT ? hipStreamMemOpWaitValue32 : hipStreamMemOpWriteValue32;
-      params[i].waitValue.address = ops[i].cell;
-      params[i].waitValue.value = ops[i].value;
-      params[i].waitValue.flags = ops[i].kind == OP_WAIT ? ops[i].flags : 0;
-    }
-    e = mori_hipStreamBatchMemOp(stream, (unsigned)n, params, 0);
-    count(&counts.calls);
-    if (e == hipSuccess) *done += n;
-    else
-      for (int i = 0; i < n; i++) *unsure |= ops[i].kind == OP_WRITE && ops[i].owner != w->rank;
-  } else {
-    for (int i = 0; i < n && e == hipSuccess; i++) {
-      failed = &ops[i];
-      e = ops[i].kind == OP_WAIT
-              ? mori_hipStreamWaitValue32(stream, ops[i].cell, ops[i].value, ops[i].flags,
-                                          0xffffffffu)
-              : mori_hipStreamWriteValue32(stream, ops[i].cell, ops[i].value, 0);
-      count(&counts.calls);
-      if (e == hipSuccess) ++*done;
-    }
-  }
-  const char *call = batch ? "hipStreamBatchMemOp"
-                           : failed->kind == OP_WAIT ? "hipStreamWaitValue32"
-                                                     : "hipStreamWriteValue32";
-  /* The sim in sync mode waits in the call, bounded by MORI_SIM_WAIT_TIMEOUT_MS. */
-  if (e == hipErrorLaunchTimeOut) {
-    const struct op *wait = failed;
-    for (int i = 0; batch && i < n && wait->kind != OP_WAIT; i++) wait = &ops[i];
-    return mori__error(MORI_ETIMEDOUT, "%s: rank %d %s on channel %d (%s)", opname, wait->peer,
-                       wait->what, channel, mori_shim_message());
-  }
-  if (e != hipSuccess) return mori__hip_error(call, e);
-  return 0;
-}
-
-/* Memory operations: the plan in batches of at most MORI_HIP_BATCH_MAX
- * operations, with a timeout (and outside a capture) under the watchdog.
- * *sent: a signal of the call may have reached a peer (a remote write was
- * enqueued, or a failed batch holding one may have been in part). */
-static int run_memops(mori_window *w, hipStream_t stream, const char *opname, int channel,
-                      const struct plan *p, int timeout_ms, int captured, int *sent) {
-  struct mori__watch *watch = NULL;
-  int rc = 0, done = 0, unsure = 0, batch = batching(), reached = 0;
-  if (timeout_ms > 0 && !captured) {
-    struct mori__watch_cell *cells = mori_malloc((size_t)p->n * sizeof *cells);
-    int n = 0;
-    if (cells == NULL) return mori__nomem("%s", opname);
-    for (int i = 0; i < p->n; i++)
-      if (p->ops[i].kind == OP_WAIT)
-        cells[n++] = (struct mori__watch_cell){p->ops[i].cell, p->ops[i].value, p->ops[i].release,
-                                               p->ops[i].flags, p->ops[i].peer, p->ops[i].what};
-    /* nothing to wait for (a world of one): nothing to watch */
-    rc = n > 0 ? mori__watch_begin(w, stream, opname, channel, timeout_ms, cells, n, &watch) : 0;
-    free(cells);
-    if (rc != 0) return rc;
-  }
-  for (int i = 0; i < p->n && rc == 0;) {
-    int n = p->n - i < MORI_HIP_BATCH_MAX ? p->n - i : MORI_HIP_BATCH_MAX, before = done;
-    rc = enqueue(w, stream, opname, channel, &p->ops[i], n, batch, &done, &unsure);
-    for (int k = before; k < done; k++) {
-      count_op(w, &p->ops[k]);
-      reached += p->ops[k].kind == OP_WRITE && p->ops[k].owner != w->rank;
-    }
-    i += n;
-  }
-  *sent = reached > 0 || unsure;
-  if (watch != NULL) {
-    int end = mori__watch_end(watch, stream);
-    if (rc == 0) rc = end;
-  }
-  if (captured) count(&counts.captured);
-  return rc;
-}
-
-enum call { CALL_PUT, CALL_WAIT, CALL_BARRIER };
-static const char *const call_names[] = {"put_signal", "wait_signal", "barrier"};
-
-/* One kernel: bounded by the call's timeout from its start (0: no bound),
- * past which it writes the window's failure words and ends.  It has no
- * watchdog entry: the next call on the window reads those words.  A
- * launch happened or not: a failed one sent nothing. */
-static int run_kernel(mori_window *w, hipStream_t stream, enum call what, int channel,
-                      struct plan *p, int timeout_ms, int captured) {
-  if (what == CALL_BARRIER && w->world_size == 1) return 0; /* no peer: nothing to do */
-  p->k.timeout_ns = timeout_ms > 0 ? (unsigned long long)timeout_ms * 1000000ull : 0;
-  p->k.timeout_ms = timeout_ms > 0 ? (unsigned)timeout_ms : 0;
-  p->k.code = MORI_SIGNAL_CODE(what, channel);
-  MORI_GUARD(mori__kernel_launch(w, p->entry, &p->k, stream));
-  count(&counts.kernels);
-  if (captured) count(&counts.captured);
-  return 0;
-}
+/* ---- a call ---- */
 
 /* A call's count advances when all of it was enqueued.  One that failed
  * before any of its signals left counts for nothing: called again, it is
  * the same call (a wait it enqueued is met again).  One that failed after
- * some had left leaves the window failed for good: its peers saw it (all
- * of it, or some of them), but this rank did not enqueue all of its waits,
- * so no count is right.  Counted as done, the call would let this rank
- * run ahead of a barrier it never waited in, two barriers ahead of a slow
- * peer, whose cells then hold a phase the three-phase scheme takes for
- * the wrong barrier; counted as not done, its next barrier reuses a phase
- * its peers passed. */
-static void settle(mori_window *w, const struct plan *p, const char *op, int channel, int rc,
-                   int sent) {
+ * some had left leaves the window failed for good (its engine fails it:
+ * engine.h, run): its peers saw it (all of it, or some of them), but this
+ * rank did not enqueue all of its waits, so no count is right.  Counted as
+ * done, the call would let this rank run ahead of a barrier it never
+ * waited in, two barriers ahead of a slow peer, whose cells then hold a
+ * phase the three-phase scheme takes for the wrong barrier; counted as not
+ * done, its next barrier reuses a phase its peers passed. */
+static void settle(const struct plan *p, int rc) {
   if (p->count == NULL) return; /* captured: nothing counts */
   if (rc == 0) __atomic_store_n(p->count, p->value, __ATOMIC_RELAXED);
-  else if (sent)
-    mori__signals_fail(w, MORI_ESTATE,
-                       "%s on channel %d failed after some of its signals had left (%s); its "
-                       "peers saw part of it, and the window is failed (window %ld, group %s)",
-                       op, channel, mori_last_error(), w->id, w->group);
 }
 
 /* The engine a form of call uses on w by the setting (auto: memory
@@ -454,21 +317,22 @@ static enum engine engine_of(const mori_window *w, enum engine setting, int capt
 
 /* The engine of a call.  An eager dissemination barrier stays memory
  * operations whatever the setting (the barrier kernel is flat; every rank
- * has the same MORI_SYMM_BARRIER).  The kernels are made ready (kernel.c)
- * by the rendezvous (ready_kernels) wherever a form may use them, not in a
+ * has the same MORI_SYMM_BARRIER).  The kernels are made ready (the
+ * kernel engine's prepare) by the rendezvous (ready_kernels) wherever a form may use them, not in a
  * stream-ordered call: a module load or a pinned allocation may wait for
  * the device, and a stream the caller holds behind a gate it opens after
  * the call would never let it (the host hangs); neither is
  * permitted in a CUDA capture of global mode (torch's).  The automatic
  * engine keeps memory operations where they are not ready: on a runtime
- * that cannot load them at all (kernel.c logs why, once), and after a
+ * that cannot load them at all (base/device.c logs why, once), and after a
  * failure to ready them, tried again at the window's next call outside a
  * capture (the engines meet on the same cells, so a rank may differ from
  * its peers).  A forced kernel readies them where it is and fails the call
  * if it cannot. */
-static int choose(mori_window *w, enum call what, int captured, enum shape shape,
+static int choose(mori_window *w, enum mori__call what, int captured, enum shape shape,
                   enum engine *out) {
-  const char *name = call_names[what];
+  const char *name = mori__call_names[what];
+  const struct mori__signal_engine *kernel = engines[ENGINE_KERNEL];
   enum engine setting = engine_setting(), e;
   int forced = setting == ENGINE_KERNEL, unsupported = 0, rc = 0;
   if (setting == ENGINE_INVALID)
@@ -476,26 +340,31 @@ static int choose(mori_window *w, enum call what, int captured, enum shape shape
                        "%s: MORI_SYMM_SIGNAL_ENGINE=%s: expected auto, memop or kernel", name,
                        getenv("MORI_SYMM_SIGNAL_ENGINE"));
   e = engine_of(w, setting, captured);
-  if (e == ENGINE_KERNEL && what == CALL_BARRIER && !captured && shape == SHAPE_DISSEMINATION)
+  if (e == ENGINE_KERNEL && what == MORI__CALL_BARRIER && !captured &&
+      shape == SHAPE_DISSEMINATION)
     e = ENGINE_MEMOP;
   int wanted = e == ENGINE_KERNEL || engine_of(w, setting, 1) == ENGINE_KERNEL ||
                engine_of(w, setting, 0) == ENGINE_KERNEL;
-  if (wanted && (forced || !captured) && !mori__kernel_ready(w))
-    rc = mori__kernel_prepare(w, &unsupported);
+  int ready = -1; /* not asked yet */
+  if (wanted && (forced || !captured) && !(ready = kernel->ready(w))) {
+    rc = kernel->prepare(w, &unsupported);
+    ready = kernel->ready(w);
+  }
   if (rc != 0 && forced) {
     mori__error_prefix("%s: the signal kernels: ", name);
     return rc;
   }
-  if (e == ENGINE_KERNEL && !mori__kernel_ready(w)) e = ENGINE_MEMOP;
+  if (e == ENGINE_KERNEL && !(ready >= 0 ? ready : kernel->ready(w))) e = ENGINE_MEMOP;
   *out = e;
   return 0;
 }
 
-/* A window failed by the watchdog, by a kernel that gave up, or by a call
- * that failed after some of its signals had left. */
+/* A window failed for good, as any engine found it (the memory
+ * operations': by the watchdog, or by a call that failed after some of
+ * its signals had left; the kernels': by a kernel that gave up). */
 static int window_failed(const mori_window *w, const char *op) {
-  MORI_GUARD(mori__watch_failed(w, op));
-  return mori__kernel_failed(w, op);
+  for (int e = 0; e < NENGINES; e++) MORI_GUARD(engines[e]->failed(w, op));
+  return 0;
 }
 
 static int check_signal(const mori_window *w, const char *op, int peer, int channel) {
@@ -509,25 +378,29 @@ static int check_signal(const mori_window *w, const char *op, int peer, int chan
   return window_failed(w, op);
 }
 
-static int signal_call(mori_window *w, enum call what, int peer, int channel, void *stream_arg,
-                       int timeout_ms) {
-  const char *name = call_names[what];
-  hipStream_t stream = (hipStream_t)stream_arg;
+static int signal_call(mori_window *w, enum mori__call what, int peer, int channel,
+                       void *stream_arg, int timeout_ms) {
+  const char *name = mori__call_names[what];
   struct plan p;
   memset(&p, 0, sizeof p);
+  p.call.what = what;
+  p.call.channel = channel;
+  p.call.timeout_ms = timeout_ms;
+  p.call.stream = (hipStream_t)stream_arg;
   enum engine engine = ENGINE_MEMOP;
-  int sent = 0;
-  int captured = 0, rc = check_signal(w, name, what == CALL_BARRIER ? w->rank : peer, channel);
+  int captured = 0,
+      rc = check_signal(w, name, what == MORI__CALL_BARRIER ? w->rank : peer, channel);
   enum shape shape = barrier_shape();
-  if (rc == 0 && what == CALL_BARRIER && shape == SHAPE_INVALID)
+  if (rc == 0 && what == MORI__CALL_BARRIER && shape == SHAPE_INVALID)
     rc = mori__error(MORI_EINVAL, "barrier: MORI_SYMM_BARRIER=%s: expected flat or dissemination",
                      getenv("MORI_SYMM_BARRIER"));
-  if (rc == 0) rc = mori__stream_capturing(stream, &captured);
+  if (rc == 0) rc = mori__stream_capturing(p.call.stream, &captured);
   if (rc == 0) rc = choose(w, what, captured, shape, &engine);
+  p.call.captured = captured;
   if (rc == 0) {
-    if (what == CALL_PUT)
+    if (what == MORI__CALL_PUT)
       rc = captured ? plan_captured_put(&p, w, peer, channel) : plan_put(&p, w, peer, channel);
-    else if (what == CALL_WAIT)
+    else if (what == MORI__CALL_WAIT)
       rc = captured ? plan_captured_wait(&p, w, peer, channel) : plan_wait(&p, w, peer, channel);
     else if (captured)
       rc = plan_captured_barrier(&p, w, channel);
@@ -535,12 +408,10 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
       rc = plan_barrier(&p, w, channel, shape);
   }
   if (rc == 0) {
-    rc = engine == ENGINE_KERNEL ? run_kernel(w, stream, what, channel, &p, timeout_ms, captured)
-                                 : run_memops(w, stream, name, channel, &p, timeout_ms, captured,
-                                              &sent);
-    settle(w, &p, name, channel, rc, sent);
+    rc = engines[engine]->run(w, &p.call);
+    settle(&p, rc);
   }
-  free(p.ops);
+  free(p.call.ops);
   /* Where the waits ran in this call (the sim's sync mode), an expiry is
    * known now. */
   return rc != 0 ? rc : window_failed(w, name);
@@ -551,18 +422,21 @@ static int signal_call(mori_window *w, enum call what, int peer, int channel, vo
 int mori_window_put_signal(mori_window *w, int dst_rank, int channel, void *stream,
                            int timeout_ms) {
   MORI_GUARD(mori__window_enter(w, "put_signal"));
-  return mori__window_leave(w, signal_call(w, CALL_PUT, dst_rank, channel, stream, timeout_ms));
+  return mori__window_leave(w, signal_call(w, MORI__CALL_PUT, dst_rank, channel, stream,
+                                           timeout_ms));
 }
 
 int mori_window_wait_signal(mori_window *w, int src_rank, int channel, void *stream,
                             int timeout_ms) {
   MORI_GUARD(mori__window_enter(w, "wait_signal"));
-  return mori__window_leave(w, signal_call(w, CALL_WAIT, src_rank, channel, stream, timeout_ms));
+  return mori__window_leave(w, signal_call(w, MORI__CALL_WAIT, src_rank, channel, stream,
+                                           timeout_ms));
 }
 
 int mori_window_barrier(mori_window *w, int channel, void *stream, int timeout_ms) {
   MORI_GUARD(mori__window_enter(w, "barrier"));
-  return mori__window_leave(w, signal_call(w, CALL_BARRIER, 0, channel, stream, timeout_ms));
+  return mori__window_leave(w, signal_call(w, MORI__CALL_BARRIER, 0, channel, stream,
+                                           timeout_ms));
 }
 
 /* ---- a window's signal state ---- */
@@ -577,7 +451,7 @@ static void ready_kernels(mori_window *w) {
                                     engine_of(w, setting, 1) != ENGINE_KERNEL))
     return;
   int unsupported = 0;
-  if (mori__kernel_prepare(w, &unsupported) != 0 && !unsupported)
+  if (engines[ENGINE_KERNEL]->prepare(w, &unsupported) != 0 && !unsupported)
     MORI_LOG(MORI_LOG_WARN, w->rank, w->id,
              "the signal kernels are not ready (%s): memory operations until a call outside a "
              "capture readies them",
@@ -618,13 +492,16 @@ int mori__signal_prepare(mori_window *w) {
   return 0;
 }
 
-/* The signal state's release also retires the watchdog's entries for w
- * (they read w's state): a teardown synchronized the device first, so any
- * release in progress can end; a rollback has none (no call ran on w). */
+/* The signal state's release also gives back what each engine keeps for
+ * w (the watchdog's entries, which read w's state; the kernels' failure
+ * words), in the engines' order; the first failure is the one reported. */
 static int signal_release(const mori_ledger_entry *e) {
   mori_window *w = (mori_window *)e->value;
-  mori__watch_retire(w);
-  int rc = mori__kernel_release(w); /* its failure words: no kernel writes them any more */
+  int rc = 0;
+  for (int k = 0; k < NENGINES; k++) {
+    int rk = engines[k]->release(w);
+    if (rc == 0) rc = rk;
+  }
   free(w->signals->barriers);
   free(w->signals->puts);
   free(w->signals->waits);
@@ -638,7 +515,9 @@ __attribute__((constructor)) static void signal_state_release_row(void) {
   mori__ledger_set_release(MORI_RES_SIGNAL_STATE, signal_release, 0, 0);
 }
 
+/* What each engine keeps for the process (the watchdog's thread); the
+ * devices' modules and events go after it, with their streams
+ * (mori__device_release_all). */
 void mori__signal_release_all(void) {
-  mori__watch_release_all();
-  mori__kernel_release_all();
+  for (int e = 0; e < NENGINES; e++) engines[e]->release_all();
 }

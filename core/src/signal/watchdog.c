@@ -9,7 +9,8 @@
  * on, and the window is marked failed with the peers that never wrote.
  * The thread never takes mori__lock and holds its own lock only to look at
  * its list, never across a wait.  An entry's life is fsm.h's watchdog
- * entry machine: its state moves only through watch_set.
+ * entry machine: its state moves only through watch_set.  Its events come
+ * from the devices' pools (base/device.c: creating one is a runtime call).
  */
 #include "watchdog.h"
 
@@ -19,7 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_DEVICES 256
 #define POLL_MS 2.0 /* how often pending entries are looked at */
 
 struct mori__watch {
@@ -35,32 +35,29 @@ struct mori__watch {
   struct mori__watch_cell cells[];
 };
 
-/* The list, every entry's state, the event pools and the counters sit
- * under wd.lock; `changed` is broadcast whenever an entry stops releasing
- * or goes. */
+/* The list, every entry's state and the counters sit under wd.lock;
+ * `changed` is broadcast whenever an entry stops releasing or goes.  An
+ * entry's events go back to their pool under wd.lock (the pool's lock is
+ * taken inside it, never the other way round). */
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t wake, changed;
   struct mori__watch *head, *tail;
   int running, stop;
   pthread_t thread;
-  struct {
-    hipEvent_t *free;
-    size_t n, cap;
-  } pool[MAX_DEVICES];
   long watched, expired;
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
         .changed = PTHREAD_COND_INITIALIZER};
 
 /* A forked child has no watchdog thread and none of the parent's GPU
- * objects: it starts from nothing. */
+ * objects (its event pools start from nothing too: base/device.c): it
+ * starts from nothing. */
 static void atfork_child(void) {
   pthread_mutex_init(&wd.lock, NULL);
   pthread_cond_init(&wd.wake, NULL);
   pthread_cond_init(&wd.changed, NULL);
   wd.head = wd.tail = NULL;
   wd.running = wd.stop = 0;
-  memset(wd.pool, 0, sizeof wd.pool);
 }
 
 static void install_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
@@ -76,34 +73,6 @@ static int now_ms(double *ms) {
   int rc = mori__clock_us(&us, "watchdog");
   if (rc == 0) *ms = us / 1e3;
   return rc;
-}
-
-/* ---- events, pooled per device (creating one is a runtime call) ---- */
-
-static int event_get(int device, hipEvent_t *out) {
-  pthread_mutex_lock(&wd.lock);
-  int have = wd.pool[device].n > 0;
-  if (have) *out = wd.pool[device].free[--wd.pool[device].n];
-  pthread_mutex_unlock(&wd.lock);
-  if (have) return 0;
-  MORI_HIP("hipEventCreateWithFlags", mori_hipEventCreateWithFlags(out, hipEventDisableTiming));
-  return 0;
-}
-
-/* Under wd.lock.  An event the pool cannot take is destroyed. */
-static void event_put(int device, hipEvent_t ev) {
-  if (ev == NULL) return;
-  if (wd.pool[device].n == wd.pool[device].cap) {
-    size_t cap = wd.pool[device].cap ? 2 * wd.pool[device].cap : 16;
-    hipEvent_t *grown = mori_realloc(wd.pool[device].free, cap * sizeof *grown);
-    if (grown == NULL) {
-      (void)mori_hipEventDestroy(ev);
-      return;
-    }
-    wd.pool[device].free = grown;
-    wd.pool[device].cap = cap;
-  }
-  wd.pool[device].free[wd.pool[device].n++] = ev;
 }
 
 /* ---- an entry's state ---- */
@@ -152,8 +121,7 @@ static void unlink_entry(struct mori__watch *x) {
 }
 
 static void entry_free(struct mori__watch *x) {
-  event_put(x->device, x->start);
-  event_put(x->device, x->end);
+  mori__device_events_put(x->device, (hipEvent_t[]){x->start, x->end}, 2);
   free(x);
 }
 
@@ -383,7 +351,7 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-/* ---- what signal.c calls ---- */
+/* ---- what the memop engine calls ---- */
 
 int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int channel,
                       int timeout_ms, const struct mori__watch_cell *cells, int ncells,
@@ -400,8 +368,10 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
   x->ncells = ncells;
   x->state = MORI_WATCH_HELD_QUEUED; /* off the list until it is linked below */
   memcpy(x->cells, cells, (size_t)ncells * sizeof x->cells[0]);
-  int rc = event_get(device, &x->start);
-  if (rc == 0) rc = event_get(device, &x->end);
+  hipEvent_t ev[2] = {NULL, NULL};
+  int rc = mori__device_events_get(device, ev, 2);
+  x->start = ev[0];
+  x->end = ev[1];
   hipError_t e = rc == 0 ? mori_hipEventRecord(x->start, stream) : hipSuccess;
   if (e != hipSuccess) rc = mori__hip_error("hipEventRecord", e);
   pthread_mutex_lock(&wd.lock);
@@ -421,8 +391,7 @@ int mori__watch_begin(mori_window *w, hipStream_t stream, const char *op, int ch
     wd.watched++;
     pthread_cond_signal(&wd.wake);
   } else {
-    event_put(device, x->start);
-    event_put(device, x->end);
+    mori__device_events_put(device, ev, 2);
     free(x);
     x = NULL;
   }
@@ -436,7 +405,7 @@ int mori__watch_end(struct mori__watch *x, hipStream_t stream) {
   pthread_mutex_lock(&wd.lock);
   if (e != hipSuccess && x->state != MORI_WATCH_RETIRED) {
     /* unrecorded, it still ends: by its release at the deadline */
-    event_put(x->device, x->end);
+    mori__device_events_put(x->device, &x->end, 1);
     x->end = NULL;
   }
   watch_set(x, MORI_WATCH_EV_END);
@@ -476,8 +445,9 @@ void mori__watch_counts(long *watched, long *expired) {
   pthread_mutex_unlock(&wd.lock);
 }
 
-/* release_all: the thread stops (a later call starts it again) and the
- * pooled events go. */
+/* release_all: the thread stops (a later call starts it again); the
+ * pooled events go after it, with the devices' other objects
+ * (mori__device_release_all). */
 void mori__watch_release_all(void) {
   pthread_mutex_lock(&wd.lock);
   int running = wd.running;
@@ -487,9 +457,5 @@ void mori__watch_release_all(void) {
   if (running) pthread_join(wd.thread, NULL);
   pthread_mutex_lock(&wd.lock);
   wd.running = wd.stop = 0;
-  for (int d = 0; d < MAX_DEVICES; d++) {
-    if (wd.pool[d].n) (void)mori_hipSetDevice(d);
-    while (wd.pool[d].n > 0) (void)mori_hipEventDestroy(wd.pool[d].free[--wd.pool[d].n]);
-  }
   pthread_mutex_unlock(&wd.lock);
 }

@@ -1,12 +1,14 @@
 /*
- * watchdog.h - bounded GPU waits (watchdog.c), as signal.c uses them: a
- * call with a timeout hands the watchdog the local cells its stream waits
- * on, between an event recorded before the waits and one recorded after.
+ * watchdog.h - bounded GPU waits (watchdog.c), as the memop engine
+ * (engine_memop.c) uses them: a call with a timeout hands the watchdog the
+ * local cells its stream waits on, between an event recorded before the
+ * waits and one recorded after.  The watchdog also keeps the record of a
+ * window failed for good (mori__signals_fail).
  */
 #ifndef MORI_CORE_WATCHDOG_H
 #define MORI_CORE_WATCHDOG_H
 
-#include "signal.h"
+#include "engine.h"
 
 /* One enqueued wait: the stream waits until cell meets (flags, value); the
  * watchdog releases it by writing `release`.  peer is the rank that should
@@ -20,19 +22,6 @@ struct mori__watch_cell {
 };
 
 struct mori__watch;
-
-/* A window's signal state (w->signals), from its rendezvous to the
- * release of its ledger's SIGNAL_STATE. */
-struct mori__signals {
-  uint64_t *barriers; /* per channel: eager barriers enqueued so far */
-  uint64_t *puts;     /* per (channel, destination): eager puts enqueued so far */
-  uint64_t *waits;    /* per (channel, source): eager waits enqueued so far */
-  int failed;         /* set once, atomically (mori__signals_fail) */
-  int failed_rc;      /* what later calls fail with: MORI_ETIMEDOUT, or MORI_ESTATE */
-  char failure[768];  /* written before failed is set */
-  uint32_t *status;   /* the kernels' failure words (kernel.c), once they are ready */
-  int status_seen;    /* a kernel's timeout was reported (counted, logged) */
-};
 
 /* Records the start event on stream and hands the cells to the watchdog
  * (started lazily); the deadline runs from when the stream reaches the
@@ -56,8 +45,8 @@ void mori__signals_fail(const mori_window *w, int rc, const char *fmt, ...)
  * failed after some of its signals had left); if so sets the error (the
  * failure's code and message) and returns it. */
 int mori__watch_failed(const mori_window *w, const char *op);
-/* The thread stops (a later call starts it again) and the pooled events
- * go (release_all). */
+/* The thread stops, and a later call starts it again (release_all, before
+ * the devices' event pools go: mori__device_release_all). */
 void mori__watch_release_all(void);
 /* Counts for mori_symm_signal_stats. */
 void mori__watch_counts(long *watched, long *expired);
