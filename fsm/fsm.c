@@ -47,11 +47,11 @@ const mori__res_info mori__res_infos[MORI_RES__COUNT] = {MORI_RES_KINDS(RES_INFO
 #define WINDOW_STEP(from, ev, to, rest, adds, words) STEP(W, MORI_WS_, from, ev, to, adds)
 /* RELEASE leaves the states where a machine rests; FAIL every state. */
 #define RELEASE_RESTS(k, s) \
-  {.kinds = k, .from = s, .event = MORI_EV_RELEASE, .to = MORI__S_RELEASED},
+  {.kinds = k, .from = s, .event = MORI_EV_RELEASE, .to = MORI_FSM_RELEASED},
 #define RELEASE_PASSES(k, s)
 #define BLOCK_RELEASE(from, ev, to, rest, ...) RELEASE_##rest(B, MORI_BS_##to)
 #define WINDOW_RELEASE(from, ev, to, rest, ...) RELEASE_##rest(W, MORI_WS_##to)
-#define FAIL(k, s) {.kinds = k, .from = s, .event = MORI_EV_FAIL, .to = MORI__S_FAILED},
+#define FAIL(k, s) {.kinds = k, .from = s, .event = MORI_EV_FAIL, .to = MORI_FSM_FAILED},
 #define BLOCK_FAIL(from, ev, to, ...) FAIL(B, MORI_BS_##to)
 #define WINDOW_FAIL(from, ev, to, ...) FAIL(W, MORI_WS_##to)
 
@@ -61,7 +61,7 @@ const mori__res_info mori__res_infos[MORI_RES__COUNT] = {MORI_RES_KINDS(RES_INFO
 const mori__fsm_row mori__fsm_rows[] = {
     MORI_BLOCK_STEPS(BLOCK_STEP) MORI_WINDOW_STEPS(WINDOW_STEP)
     MORI_BLOCK_STEPS(BLOCK_RELEASE) MORI_WINDOW_STEPS(WINDOW_RELEASE)
-    FAIL(B | W, MORI__S_INIT) MORI_BLOCK_STEPS(BLOCK_FAIL) MORI_WINDOW_STEPS(WINDOW_FAIL)
+    FAIL(B | W, MORI_FSM_INIT) MORI_BLOCK_STEPS(BLOCK_FAIL) MORI_WINDOW_STEPS(WINDOW_FAIL)
 };
 const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
 
@@ -70,18 +70,18 @@ const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
 #define BLOCK_NAME(from, ev, to, ...) [MORI_BS_##to] = #to,
 #define WINDOW_NAME(from, ev, to, ...) [MORI_WS_##to] = #to,
 static const char *const state_names[MORI_FSM_NSTATES] = {
-    [MORI__S_INIT] = "INIT", MORI_BLOCK_STEPS(BLOCK_NAME) MORI_WINDOW_STEPS(WINDOW_NAME)
-    [MORI__S_RELEASED] = "RELEASED", [MORI__S_FAILED] = "FAILED",
+    [MORI_FSM_INIT] = "INIT", MORI_BLOCK_STEPS(BLOCK_NAME) MORI_WINDOW_STEPS(WINDOW_NAME)
+    [MORI_FSM_RELEASED] = "RELEASED", [MORI_FSM_FAILED] = "FAILED",
 };
 
 #define BLOCK_WORDS(from, ev, to, rest, adds, words) [MORI_BS_##to] = words,
 #define WINDOW_WORDS(from, ev, to, rest, adds, words) [MORI_WS_##to] = words,
 static const char *const state_words[MORI_FSM_NSTATES] = {
-    [MORI__S_INIT] = "a fresh machine: a block creates its physical handle from here, a window "
+    [MORI_FSM_INIT] = "a fresh machine: a block creates its physical handle from here, a window "
                      "records the block it borrows",
     MORI_BLOCK_STEPS(BLOCK_WORDS) MORI_WINDOW_STEPS(WINDOW_WORDS)
-    [MORI__S_RELEASED] = "terminal: the ledger was unwound in reverse order",
-    [MORI__S_FAILED] = "terminal: after an error, the ledger was rolled back in reverse order",
+    [MORI_FSM_RELEASED] = "terminal: the ledger was unwound in reverse order",
+    [MORI_FSM_FAILED] = "terminal: after an error, the ledger was rolled back in reverse order",
 };
 
 #define EVENT_NAME(ev) #ev,
@@ -164,8 +164,8 @@ int mori__fsm_ledger(mori_fsm_kind kind, int s, mori__count out[MORI_RES__COUNT]
   int n = 0;
   memset(out, 0, MORI_RES__COUNT * sizeof out[0]);
   if (!valid_kind(kind) || s < 0 || s >= MORI_FSM_NSTATES) return -1;
-  if (s == MORI__S_INIT || is_terminal(s)) return 0;
-  for (int at = s; at != MORI__S_INIT; at = path[n - 1]->from) {
+  if (s == MORI_FSM_INIT || is_terminal(s)) return 0;
+  for (int at = s; at != MORI_FSM_INIT; at = path[n - 1]->from) {
     const mori__fsm_row *r = entering(kind, at);
     if (r == NULL || n == MORI_FSM_NSTATES) return -1;
     path[n++] = r;
@@ -260,8 +260,8 @@ static int grow(mori_fsm *m, size_t cap, const char *why) {
 }
 
 int mori_fsm_reserve(mori_fsm *m, size_t n) {
-  if (is_terminal(m->state))
-    return say(m, MORI_FSM_ETERMINAL, "reserve: machine is %s", mori_fsm_state_name(m->state));
+  if (is_terminal(m->state.id))
+    return say(m, MORI_FSM_ETERMINAL, "reserve: machine is %s", mori_fsm_state_name(m->state.id));
   return grow(m, m->len + n, "reserve");
 }
 
@@ -269,14 +269,14 @@ void mori_fsm_init(mori_fsm *m, mori_fsm_kind kind, int rank, int world_size) {
   assert(valid_kind(kind));
   memset(m, 0, sizeof *m);
   m->kind = kind;
-  m->state = (mori_wstate)MORI__S_INIT;
+  m->state.id = MORI_FSM_INIT;
   m->rank = rank;
   m->world_size = world_size;
 }
 
 void mori_fsm_destroy(mori_fsm *m) {
   /* A live machine still owns resources that nothing would release. */
-  assert(m->len == 0 && ((int)m->state == MORI__S_INIT || is_terminal(m->state)));
+  assert(m->len == 0 && (m->state.id == MORI_FSM_INIT || is_terminal(m->state.id)));
   if (m->ledger != NULL) (void)ledger_alloc(m->ledger, 0);
   m->ledger = NULL;
   m->len = m->cap = 0;
@@ -292,10 +292,10 @@ size_t mori_fsm_count(const mori_fsm *m, mori_res kind) {
  * state allows is recorded even if it breaks an invariant, so that rollback
  * releases it; mori_fsm_fire reports the breakage. */
 int mori_fsm_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux) {
-  const char *sn = mori_fsm_state_name(m->state);
-  if (is_terminal(m->state))
+  const char *sn = mori_fsm_state_name(m->state.id);
+  if (is_terminal(m->state.id))
     return say(m, MORI_FSM_ETERMINAL, "push %s: machine is %s", mori_res_name(kind), sn);
-  if ((unsigned)kind >= MORI_RES__COUNT || !(acquirable(m->kind, m->state) & MORI__BIT(kind)))
+  if ((unsigned)kind >= MORI_RES__COUNT || !(acquirable(m->kind, m->state.id) & MORI__BIT(kind)))
     return say(m, MORI_FSM_EILLEGAL, "push %s: not acquired in %s (%s)", mori_res_name(kind), sn,
                mori__fsm_kind_name(m->kind));
   if (m->len == m->cap) {
@@ -307,9 +307,9 @@ int mori_fsm_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int 
 }
 
 int mori_fsm_forget(mori_fsm *m, mori_res kind, uintptr_t value) {
-  if (is_terminal(m->state))
+  if (is_terminal(m->state.id))
     return say(m, MORI_FSM_ETERMINAL, "forget %s: machine is %s", mori_res_name(kind),
-               mori_fsm_state_name(m->state));
+               mori_fsm_state_name(m->state.id));
   for (size_t i = m->len; i-- > 0;) {
     if (m->ledger[i].kind != kind || m->ledger[i].value != value) continue;
     memmove(&m->ledger[i], &m->ledger[i + 1], (m->len - i - 1) * sizeof m->ledger[0]);
@@ -321,9 +321,9 @@ int mori_fsm_forget(mori_fsm *m, mori_res kind, uintptr_t value) {
 }
 
 int mori_fsm_fire(mori_fsm *m, mori_wevent ev) {
-  const char *sn = mori_fsm_state_name(m->state), *en = mori_wevent_name(ev);
-  if (is_terminal(m->state)) return say(m, MORI_FSM_ETERMINAL, "%s: machine is %s", en, sn);
-  const mori__fsm_row *r = find_row(m->kind, m->state, ev);
+  const char *sn = mori_fsm_state_name(m->state.id), *en = mori_wevent_name(ev);
+  if (is_terminal(m->state.id)) return say(m, MORI_FSM_ETERMINAL, "%s: machine is %s", en, sn);
+  const mori__fsm_row *r = find_row(m->kind, m->state.id, ev);
   if (r == NULL)
     return say(m, MORI_FSM_EILLEGAL, "%s: not legal in %s (%s)", en, sn,
                mori__fsm_kind_name(m->kind));
@@ -331,10 +331,10 @@ int mori_fsm_fire(mori_fsm *m, mori_wevent ev) {
     return say(m, MORI_FSM_EILLEGAL, "%s: unwinds the ledger; use mori_fsm_release/fail", en);
   /* Move, check, and move back on a broken ledger: a failed fire leaves
    * the machine where it was, ready for mori_fsm_fail. */
-  int from = m->state;
-  m->state = r->to;
+  int from = m->state.id;
+  m->state.id = r->to;
   int rc = mori_fsm_check(m);
-  if (rc != 0) m->state = from;
+  if (rc != 0) m->state.id = from;
   return rc;
 }
 
@@ -347,9 +347,9 @@ static size_t given_back(const mori_fsm *m) {
 }
 
 static int unwind(mori_fsm *m, mori_wevent ev, mori_release_fn fn, void *ctx) {
-  const char *sn = mori_fsm_state_name(m->state), *en = mori_wevent_name(ev);
-  if (is_terminal(m->state)) return say(m, MORI_FSM_ETERMINAL, "%s: machine is %s", en, sn);
-  const mori__fsm_row *r = find_row(m->kind, m->state, ev);
+  const char *sn = mori_fsm_state_name(m->state.id), *en = mori_wevent_name(ev);
+  if (is_terminal(m->state.id)) return say(m, MORI_FSM_ETERMINAL, "%s: machine is %s", en, sn);
+  const mori__fsm_row *r = find_row(m->kind, m->state.id, ev);
   if (r == NULL)
     return say(m, MORI_FSM_EILLEGAL, "%s: not legal in %s (%s)", en, sn,
                mori__fsm_kind_name(m->kind));
@@ -369,7 +369,7 @@ static int unwind(mori_fsm *m, mori_wevent ev, mori_release_fn fn, void *ctx) {
                     mori_res_name(e.kind), (unsigned long)e.value, e.aux, rc);
     }
   m->len = 0;
-  m->state = r->to;
+  m->state.id = r->to;
   return first;
 }
 
@@ -439,9 +439,9 @@ static int check_counts(mori_fsm *m, const char *sn, const mori__count inv[MORI_
 }
 
 int mori_fsm_check(mori_fsm *m) {
-  const char *sn = mori_fsm_state_name(m->state);
+  const char *sn = mori_fsm_state_name(m->state.id);
   mori__count inv[MORI_RES__COUNT];
-  if (mori__fsm_ledger(m->kind, m->state, inv) != 0)
+  if (mori__fsm_ledger(m->kind, m->state.id, inv) != 0)
     return say(m, MORI_FSM_EINVARIANT, "%s: not a state of a %s machine", sn,
                mori__fsm_kind_name(m->kind));
   if (m->kind == MORI_FSM_WINDOW && (m->rank < 0 || m->rank >= m->world_size))

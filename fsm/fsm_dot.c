@@ -203,7 +203,7 @@ static void write_machine(FILE *out, mori_fsm_kind kind) {
     if (mori__fsm_ledger(kind, s, counts) == 0) put_counts(&t, counts);
     fprintf(out, "    %s_%s [label=\"%s\", tooltip=\"%s\"%s];\n", k, mori_fsm_state_name(s),
             mori_fsm_state_name(s), held,
-            s == MORI__S_FAILED ? ", style=\"rounded,filled\", fillcolor=gray92" : "");
+            s == MORI_FSM_FAILED ? ", style=\"rounded,filled\", fillcolor=gray92" : "");
   }
   for (size_t i = 0; i < mori__fsm_nrows; i++) {
     const mori__fsm_row *r = &mori__fsm_rows[i];

@@ -83,9 +83,9 @@ static struct {
 
 static void build_states(void) {
   for (unsigned k = B; k <= W; k <<= 1) {
-    spec_states[k].reached[MORI_BS_INIT] = 1;
-    spec_states[k].reached[MORI_BS_RELEASED] = 1;
-    spec_states[k].reached[MORI_BS_FAILED] = 1;
+    spec_states[k].reached[MORI_FSM_INIT] = 1;
+    spec_states[k].reached[MORI_FSM_RELEASED] = 1;
+    spec_states[k].reached[MORI_FSM_FAILED] = 1;
   }
   for (size_t i = 0; i < NSTEPS; i++) {
     const step *st = &steps[i];
@@ -99,16 +99,16 @@ static void build_states(void) {
   }
 }
 
-static int terminal(int s) { return s == MORI_BS_RELEASED || s == MORI_BS_FAILED; }
+static int terminal(int s) { return s == MORI_FSM_RELEASED || s == MORI_FSM_FAILED; }
 
 /* Where (kind, s) goes on ev: a step, RELEASE from a state a step enters
  * to rest, FAIL from every state but the terminal ones; -1 otherwise. */
 static int spec_next(mori_fsm_kind kind, int s, mori_wevent ev) {
   if (s < 0 || s >= MORI_FSM_NSTATES || terminal(s) || !spec_states[kind].reached[s]) return -1;
-  if (ev == MORI_EV_FAIL) return MORI_BS_FAILED;
+  if (ev == MORI_EV_FAIL) return MORI_FSM_FAILED;
   for (size_t i = 0; i < NSTEPS; i++) {
     if (steps[i].kind != (unsigned)kind) continue;
-    if (ev == MORI_EV_RELEASE && steps[i].to == s && steps[i].rests) return MORI_BS_RELEASED;
+    if (ev == MORI_EV_RELEASE && steps[i].to == s && steps[i].rests) return MORI_FSM_RELEASED;
     if (ev != MORI_EV_RELEASE && steps[i].from == s && steps[i].ev == ev) return steps[i].to;
   }
   return -1;
@@ -287,8 +287,8 @@ static void (*const ops[])(mori_fsm *, model *, mori__fuzz_reader *) = {
 /* ---- after every step ---- */
 
 static void compare(mori_fsm *m, const model *md) {
-  MORI_FUZZ_CHECK((int)m->state == md->state, "machine in %s, model in %s",
-                  mori_fsm_state_name(m->state), mori_fsm_state_name(md->state));
+  MORI_FUZZ_CHECK(m->state.id == md->state, "machine in %s, model in %s",
+                  mori_fsm_state_name(m->state.id), mori_fsm_state_name(md->state));
   MORI_FUZZ_CHECK(m->len == md->len, "ledger of %zu entries, model has %zu", m->len, md->len);
   for (size_t i = 0; i < md->len; i++)
     MORI_FUZZ_CHECK(same_entry(&m->ledger[i], &md->ledger[i]),
@@ -334,7 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   md.kind = (mori__fuzz_u8(&in) & 1) ? W : B;
   md.world = md.kind == W ? mori__fuzz_u8(&in) % (MAX_WORLD + 1) : 0;
   md.rank = md.kind == W ? (int)(mori__fuzz_u8(&in) % (unsigned)(md.world + 1)) : 0;
-  md.state = MORI_BS_INIT;
+  md.state = MORI_FSM_INIT;
   md.len = 0;
   mori_fsm m;
   mori_fsm_init(&m, md.kind, md.rank, md.world);
@@ -346,7 +346,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* Leave nothing behind: a live machine is failed before it is destroyed. */
   sink.n = 0;
-  if (!terminal(m.state)) mori_fsm_fail(&m, release_cb, &sink);
+  if (!terminal(m.state.id)) mori_fsm_fail(&m, release_cb, &sink);
   mori_fsm_destroy(&m);
   return 0;
 }

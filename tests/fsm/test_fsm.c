@@ -87,7 +87,7 @@ static const struct {
   int state;
   unsigned res;
 } pushable[] = {
-    {BLOCK, MORI_WS_INIT, BIT(MORI_RES_PHYS_HANDLE)},
+    {BLOCK, MORI_BS_INIT, BIT(MORI_RES_PHYS_HANDLE)},
     {BLOCK, MORI_BS_CREATED, BIT(MORI_RES_LOCAL_RESERVATION)},
     {BLOCK, MORI_BS_RESERVED, BIT(MORI_RES_LOCAL_MAPPING)},
     {BLOCK, MORI_BS_ACCESSIBLE, BIT(MORI_RES_ZERO_EVENT)},
@@ -116,7 +116,7 @@ static unsigned expected_pushable(mori_fsm_kind kind, int s) {
   return 0;
 }
 
-static int terminal(int s) { return s == MORI_WS_RELEASED || s == MORI_WS_FAILED; }
+static int terminal(int s) { return s == MORI_FSM_RELEASED || s == MORI_FSM_FAILED; }
 
 /* ---- a release callback that records what it is given ---- */
 
@@ -219,33 +219,33 @@ static void walk(mori_fsm *m, int s) {
   const mori_wevent *path = m->kind == BLOCK ? block_path : window_path;
   size_t len = m->kind == BLOCK ? sizeof block_path / sizeof block_path[0]
                                 : sizeof window_path / sizeof window_path[0];
-  for (size_t i = 0; i < len && (int)m->state != s; i++) step(m, path[i]);
+  for (size_t i = 0; i < len && m->state.id != s; i++) step(m, path[i]);
 }
 
 static void reach(mori_fsm *m, mori_fsm_kind kind, int s, int world) {
   mori_fsm_init(m, kind, kind == BLOCK ? 0 : RANK, kind == BLOCK ? 0 : world);
-  if (s == MORI_WS_FAILED) {
+  if (s == MORI_FSM_FAILED) {
     assert_int_equal(mori_fsm_fail(m, NULL, NULL), 0);
     return;
   }
-  if (s == MORI_WS_RELEASED) {
-    walk(m, MORI_WS_RELEASED);
+  if (s == MORI_FSM_RELEASED) {
+    walk(m, MORI_FSM_RELEASED);
     recorder *r = new_recorder();
     assert_int_equal(mori_fsm_release(m, record, r), 0);
     free(r);
     return;
   }
   walk(m, s);
-  if ((int)m->state != s) m->state = (mori_wstate)s;
+  if (m->state.id != s) m->state.id = s;
 }
 
 /* Unwinds whatever is left and frees the machine. */
 static void finish(mori_fsm *m) {
-  if (!terminal(m->state)) {
+  if (!terminal(m->state.id)) {
     recorder *r = new_recorder();
     if (mori_fsm_fail(m, record, r) == MORI_FSM_EILLEGAL) {
       m->len = 0; /* a state the kind never reaches: no row unwinds it */
-      m->state = MORI_WS_INIT;
+      m->state.id = MORI_FSM_INIT;
     }
     free(r);
   }
@@ -272,10 +272,10 @@ static void next_matches_expected_triples_for_every_kind_state_event(void **stat
 }
 
 static void next_rejects_out_of_range_kind_state_and_event(void **state) {
-  assert_int_equal(mori_fsm_next((mori_fsm_kind)0, MORI_WS_INIT, MORI_EV_CREATE), -1);
-  assert_int_equal(mori_fsm_next((mori_fsm_kind)3, MORI_WS_INIT, MORI_EV_CREATE), -1);
+  assert_int_equal(mori_fsm_next((mori_fsm_kind)0, MORI_FSM_INIT, MORI_EV_CREATE), -1);
+  assert_int_equal(mori_fsm_next((mori_fsm_kind)3, MORI_FSM_INIT, MORI_EV_CREATE), -1);
   assert_int_equal(mori_fsm_next(BLOCK, MORI_FSM_NSTATES, MORI_EV_FAIL), -1);
-  assert_int_equal(mori_fsm_next(BLOCK, MORI_WS_INIT, MORI_EV__COUNT), -1);
+  assert_int_equal(mori_fsm_next(BLOCK, MORI_BS_INIT, MORI_EV__COUNT), -1);
 }
 
 /* Every (kind, state, event) on a live machine: legal ones move to the
@@ -300,13 +300,13 @@ static void every_triple_moves_when_legal_and_changes_nothing_when_not(void **st
         }
         if (to >= 0) {
           assert_int_equal(rc, MORI_FSM_OK);
-          assert_int_equal(m.state, to);
+          assert_int_equal(m.state.id, to);
           if (terminal(to)) assert_int_equal(m.len, 0);
         } else {
           if (rc != (terminal(s) ? MORI_FSM_ETERMINAL : MORI_FSM_EILLEGAL))
             fail_msg("%s %s %s returned %d", k ? "window" : "block",
                      mori_fsm_state_name(s), mori_wevent_name((mori_wevent)ev), rc);
-          assert_int_equal(m.state, s);
+          assert_int_equal(m.state.id, s);
           assert_int_equal(m.len, len);
           assert_int_equal(r->n, 0);
           assert_true(m.why[0] != '\0');
@@ -329,17 +329,17 @@ static void forward_names_each_step_of_the_path_and_none_at_the_end(void **state
     mori_fsm m;
     mori_fsm_init(&m, kinds[k], kinds[k] == BLOCK ? 0 : RANK, kinds[k] == BLOCK ? 0 : WORLD);
     for (size_t i = 0; i < len; i++) {
-      assert_int_equal(mori_fsm_forward(kinds[k], m.state), path[i]);
+      assert_int_equal(mori_fsm_forward(kinds[k], m.state.id), path[i]);
       step(&m, path[i]);
     }
-    assert_int_equal(m.state, kinds[k] == BLOCK ? MORI_BS_EXPORTED : MORI_WS_MAPPED);
-    assert_int_equal(mori_fsm_forward(kinds[k], m.state), -1);
+    assert_int_equal(m.state.id, kinds[k] == BLOCK ? (int)MORI_BS_EXPORTED : (int)MORI_WS_MAPPED);
+    assert_int_equal(mori_fsm_forward(kinds[k], m.state.id), -1);
     finish(&m);
   }
-  assert_int_equal(mori_fsm_forward(BLOCK, MORI_WS_RELEASED), -1);
+  assert_int_equal(mori_fsm_forward(BLOCK, MORI_BS_RELEASED), -1);
   assert_int_equal(mori_fsm_forward(WINDOW, MORI_WS_FAILED), -1);
   assert_int_equal(mori_fsm_forward(BLOCK, MORI_WS_ATTACHED), -1); /* another kind's state */
-  assert_int_equal(mori_fsm_forward((mori_fsm_kind)0, MORI_WS_INIT), -1);
+  assert_int_equal(mori_fsm_forward((mori_fsm_kind)0, MORI_FSM_INIT), -1);
 }
 
 static void fire_refuses_release_and_fail_which_need_a_callback(void **state) {
@@ -354,7 +354,7 @@ static void fire_refuses_release_and_fail_which_need_a_callback(void **state) {
     size_t len = m.len;
     assert_int_equal(mori_fsm_fire(&m, MORI_EV_RELEASE), MORI_FSM_EILLEGAL);
     assert_int_equal(mori_fsm_fire(&m, MORI_EV_FAIL), MORI_FSM_EILLEGAL);
-    assert_int_equal(m.state, live[i].s);
+    assert_int_equal(m.state.id, live[i].s);
     assert_int_equal(m.len, len);
     finish(&m);
   }
@@ -367,10 +367,10 @@ static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
     mori_fsm_init(&m, WINDOW, 0, worlds[i]);
     for (size_t e = 0; e < sizeof window_path / sizeof window_path[0]; e++) {
       step(&m, window_path[e]);
-      if (m.state == MORI_WS_RENDEZVOUS)
+      if (m.state.window == MORI_WS_RENDEZVOUS)
         assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), worlds[i] - 1);
     }
-    assert_int_equal(m.state, MORI_WS_MAPPED);
+    assert_int_equal(m.state.window, MORI_WS_MAPPED);
     assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), worlds[i]);
     assert_int_equal(mori_fsm_count(&m, MORI_RES_CHANNEL), 0);
     recorder *r = new_recorder();
@@ -386,7 +386,7 @@ static void block_on_the_fabric_path_exports_without_an_fd(void **state) {
   mori_fsm m;
   reach(&m, BLOCK, MORI_BS_ALLOCATED, 0);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_EXPORT), MORI_FSM_OK);
-  assert_int_equal(m.state, MORI_BS_EXPORTED);
+  assert_int_equal(m.state.block, MORI_BS_EXPORTED);
   assert_int_equal(mori_fsm_count(&m, MORI_RES_EXPORTED_FD), 0);
   finish(&m);
 }
@@ -409,7 +409,7 @@ static void push_accepts_only_what_the_outgoing_transition_acquires(void **state
           fail_msg("%s %s push %s returned %d", k ? "window" : "block",
                    mori_fsm_state_name(s), mori_res_name((mori_res)res), rc);
         assert_int_equal(m.len, len + (rc == MORI_FSM_OK));
-        assert_int_equal(m.state, s);
+        assert_int_equal(m.state.id, s);
         if (rc == MORI_FSM_EILLEGAL) assert_non_null(strstr(m.why, mori_res_name((mori_res)res)));
         finish(&m);
       }
@@ -473,7 +473,7 @@ static void reserved_room_makes_every_push_allocation_free(void **state) {
     assert_int_equal(hook.calls, 1);
     hook.fail = 1; /* any allocation from here on would fail the test */
     walk(&m, kinds[k] == BLOCK ? MORI_BS_EXPORTED : MORI_WS_MAPPED);
-    assert_int_equal(m.state, kinds[k] == BLOCK ? MORI_BS_EXPORTED : MORI_WS_MAPPED);
+    assert_int_equal(m.state.id, kinds[k] == BLOCK ? (int)MORI_BS_EXPORTED : (int)MORI_WS_MAPPED);
     assert_int_equal(hook.calls, 1);
     hook.fail = 0;
     finish(&m);
@@ -492,7 +492,7 @@ static void a_failed_growth_refuses_the_push_and_changes_nothing(void **state) {
   assert_non_null(strstr(m.why, "no memory"));
   assert_int_equal(mori_fsm_reserve(&m, 4), MORI_FSM_ENOMEM);
   assert_int_equal(m.len, 0);
-  assert_int_equal(m.state, MORI_WS_INIT);
+  assert_int_equal(m.state.block, MORI_BS_INIT);
   assert_int_equal(hook.calls, 2);
   hook.fail = 0;
   assert_int_equal(mori_fsm_push(&m, MORI_RES_PHYS_HANDLE, 0x100, 0, 0), MORI_FSM_OK);
@@ -540,7 +540,7 @@ static void forget_of_an_entry_not_in_the_ledger_is_refused(void **state) {
 /* ---- terminal states ---- */
 
 static void terminal_states_refuse_push_fire_forget_release_and_fail(void **state) {
-  static const int ends[] = {MORI_WS_RELEASED, MORI_WS_FAILED};
+  static const int ends[] = {MORI_FSM_RELEASED, MORI_FSM_FAILED};
   for (size_t k = 0; k < 2; k++) {
     for (size_t i = 0; i < 2; i++) {
       mori_fsm m;
@@ -553,7 +553,7 @@ static void terminal_states_refuse_push_fire_forget_release_and_fail(void **stat
       assert_int_equal(mori_fsm_forget(&m, MORI_RES_PHYS_HANDLE, 1), MORI_FSM_ETERMINAL);
       assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_ETERMINAL);
       assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_ETERMINAL);
-      assert_int_equal(m.state, ends[i]);
+      assert_int_equal(m.state.id, ends[i]);
       assert_int_equal(m.len, 0);
       assert_int_equal(r->n, 0);
       assert_non_null(strstr(m.why, mori_fsm_state_name(ends[i])));
@@ -588,9 +588,9 @@ static void slot_taken_without_its_signal_slot(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_SIGNAL_SLOT, 0x3170), MORI_FSM_OK);
 }
 static void two_signal_states(mori_fsm *m) {
-  m->state = MORI_WS_SLOTS_ACCESSIBLE; /* the one state that records it */
+  m->state.window = MORI_WS_SLOTS_ACCESSIBLE; /* the one state that records it */
   must_push(m, MORI_RES_SIGNAL_STATE, 0x3171, 0, 0);
-  m->state = MORI_WS_MAPPED;
+  m->state.window = MORI_WS_MAPPED;
 }
 static void signal_state_before_the_table(mori_fsm *m) {
   size_t t = find(m, MORI_RES_DEVICE_TABLE, 0), st = find(m, MORI_RES_SIGNAL_STATE, 0);
@@ -599,9 +599,9 @@ static void signal_state_before_the_table(mori_fsm *m) {
   m->ledger[st] = e;
 }
 static void two_zero_events(mori_fsm *m) {
-  m->state = (mori_wstate)MORI_BS_ACCESSIBLE;
+  m->state.block = MORI_BS_ACCESSIBLE;
   must_push(m, MORI_RES_ZERO_EVENT, 0xb10d, 0, 0);
-  m->state = (mori_wstate)MORI_BS_ALLOCATED;
+  m->state.block = MORI_BS_ALLOCATED;
 }
 static void second_block_ref(mori_fsm *m) {
   m->ledger[find(m, MORI_RES_SIGNAL_SLOT, 2)].kind = MORI_RES_BLOCK_REF;
@@ -632,8 +632,9 @@ static void span_before_last_import(mori_fsm *m) {
 }
 static void unknown_kind(mori_fsm *m) { m->ledger[0].kind = (mori_res)42; }
 static void rank_outside_world(mori_fsm *m) { m->rank = WORLD; }
-static void window_in_allocated(mori_fsm *m) { m->state = (mori_wstate)MORI_BS_ALLOCATED; }
-static void block_in_bound(mori_fsm *m) { m->state = MORI_WS_BOUND; }
+/* another kind's state, on purpose: the types refuse it without the cast */
+static void window_in_allocated(mori_fsm *m) { m->state.window = (mori_wstate)MORI_BS_ALLOCATED; }
+static void block_in_bound(mori_fsm *m) { m->state.block = (mori_bstate)MORI_WS_BOUND; }
 static void rendezvous_missing_import(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1000), 0);
 }
@@ -641,16 +642,16 @@ static void rendezvous_with_span(mori_fsm *m) {
   must_push(m, MORI_RES_SPAN_RESERVATION, 0x7e0000000000, 0, 0);
 }
 static void second_fd_from_rank_0(mori_fsm *m) {
-  m->state = MORI_WS_SLOT_TAKEN; /* the one state that may push fds */
+  m->state.window = MORI_WS_SLOT_TAKEN; /* the one state that may push fds */
   must_push(m, MORI_RES_RECEIVED_FD, 30, 0, 0);
-  m->state = MORI_WS_RENDEZVOUS;
+  m->state.window = MORI_WS_RENDEZVOUS;
 }
 static void attached_with_channel(mori_fsm *m) { must_push(m, MORI_RES_CHANNEL, 0xc4a7, 0, 0); }
 /* an exchange that received every fd but never closed its socket */
 static void exchanged_keeping_the_channel(mori_fsm *m) {
   for (int p = 0; p < WORLD; p++)
     if (p != RANK) must_push(m, MORI_RES_RECEIVED_FD, (uintptr_t)(20 + p), 0, p);
-  m->state = MORI_WS_EXCHANGED;
+  m->state.window = MORI_WS_EXCHANGED;
 }
 static void block_without_local_mapping(mori_fsm *m) {
   assert_int_equal(mori_fsm_forget(m, MORI_RES_LOCAL_MAPPING, 0x7f0000000000), 0);
@@ -662,9 +663,9 @@ static void allocated_with_exported_fd(mori_fsm *m) {
   must_push(m, MORI_RES_EXPORTED_FD, 7, 0, 0);
 }
 static void two_exported_fds(mori_fsm *m) {
-  m->state = (mori_wstate)MORI_BS_ALLOCATED;
+  m->state.block = MORI_BS_ALLOCATED;
   must_push(m, MORI_RES_EXPORTED_FD, 8, 0, 0);
-  m->state = (mori_wstate)MORI_BS_EXPORTED;
+  m->state.block = MORI_BS_EXPORTED;
 }
 static void init_holding_a_handle(mori_fsm *m) {
   must_push(m, MORI_RES_PHYS_HANDLE, 0x100, 0, 0);
@@ -727,7 +728,7 @@ static const breakage breakages[] = {
     {"early fd", BLOCK, MORI_BS_ALLOCATED, allocated_with_exported_fd,
      "ALLOCATED: 1 exported fd, expected 0"},
     {"two fds", BLOCK, MORI_BS_EXPORTED, two_exported_fds, "EXPORTED: 2 exported fds, expected 0..1"},
-    {"init", BLOCK, MORI_WS_INIT, init_holding_a_handle, "INIT: 1 physical handle, expected 0"},
+    {"init", BLOCK, MORI_BS_INIT, init_holding_a_handle, "INIT: 1 physical handle, expected 0"},
     {"created", BLOCK, MORI_BS_CREATED, created_with_a_reservation,
      "CREATED: 1 local reservation, expected 0"},
 };
@@ -768,10 +769,10 @@ static void fire_with_a_broken_ledger_fails_and_stays_put(void **state) {
     must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
   assert_string_equal(m.why, "SLOTS_MAPPED: 3 slot mappings, expected 4");
-  assert_int_equal(m.state, MORI_WS_SPAN_RESERVED);
+  assert_int_equal(m.state.window, MORI_WS_SPAN_RESERVED);
   must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + (3ul << 21), 1 << 21, 3);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_OK);
-  assert_int_equal(m.state, MORI_WS_SLOTS_MAPPED);
+  assert_int_equal(m.state.window, MORI_WS_SLOTS_MAPPED);
   finish(&m);
 }
 
@@ -782,7 +783,7 @@ static void import_requires_every_peer_handle_imported(void **state) {
   must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1002, 0, 2);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_IMPORT), MORI_FSM_EINVARIANT);
   assert_string_equal(m.why, "RENDEZVOUS: 2 imported handles, expected 3");
-  assert_int_equal(m.state, MORI_WS_EXCHANGED);
+  assert_int_equal(m.state.window, MORI_WS_EXCHANGED);
   must_push(&m, MORI_RES_IMPORTED_HANDLE, 0x1003, 0, 3);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_IMPORT), MORI_FSM_OK);
   finish(&m);
@@ -812,7 +813,7 @@ static void release_unwinds_in_reverse_order_exported_fd_last(void **state) {
       j++;
     }
     assert_int_equal(j, r->n);
-    assert_int_equal(m.state, MORI_WS_RELEASED);
+    assert_int_equal(m.state.id, MORI_FSM_RELEASED);
     assert_int_equal(m.len, 0);
     free(r);
     finish(&m);
@@ -886,13 +887,13 @@ static void fail_rolls_back_a_partial_allocation_in_reverse(void **state) {
   step(&m, MORI_EV_RESERVE);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
   assert_string_equal(m.why, "BACKED: 0 local mappings, expected 1");
-  assert_int_equal(m.state, MORI_BS_RESERVED);
+  assert_int_equal(m.state.block, MORI_BS_RESERVED);
   assert_int_equal(mori_fsm_fail(&m, record, r), MORI_FSM_OK);
   assert_int_equal(r->n, 2);
   assert_int_equal(r->seen[0].kind, MORI_RES_LOCAL_RESERVATION);
   assert_int_equal(r->seen[1].kind, MORI_RES_PHYS_HANDLE);
   assert_int_equal(r->seen[1].value, 0x100);
-  assert_int_equal(m.state, MORI_WS_FAILED);
+  assert_int_equal(m.state.block, MORI_BS_FAILED);
   assert_int_equal(m.len, 0);
   free(r);
   finish(&m);
@@ -908,7 +909,7 @@ static void fail_mid_exchange_rolls_back_fds_then_the_slot_then_the_channel(void
   static const uintptr_t want[] = {22, 20, 0x3170, 0xc4a7};
   assert_int_equal(r->n, 4);
   for (size_t i = 0; i < 4; i++) assert_int_equal(r->seen[i].value, want[i]);
-  assert_int_equal(m.state, MORI_WS_FAILED);
+  assert_int_equal(m.state.window, MORI_WS_FAILED);
   free(r);
   finish(&m);
 }
@@ -928,7 +929,7 @@ static void release_goes_on_past_failing_callbacks_and_reports_the_first(void **
   assert_int_equal(r->n, n - 1); /* every entry but the block reference */
   assert_int_equal(r->seen[r->n - 1].kind, MORI_RES_SIGNAL_SLOT);
   assert_non_null(strstr(m.why, "SLOT_MAPPING"));
-  assert_int_equal(m.state, MORI_WS_RELEASED);
+  assert_int_equal(m.state.window, MORI_WS_RELEASED);
   assert_int_equal(m.len, 0);
   free(r);
   finish(&m);
@@ -944,7 +945,7 @@ static void fail_goes_on_past_a_failing_callback_and_ends_failed(void **state) {
   assert_int_equal(r->n, 5);
   assert_int_equal(r->seen[3].kind, MORI_RES_PHYS_HANDLE);
   assert_int_equal(r->seen[4].kind, MORI_RES_EXPORTED_FD);
-  assert_int_equal(m.state, MORI_WS_FAILED);
+  assert_int_equal(m.state.block, MORI_BS_FAILED);
   assert_int_equal(m.len, 0);
   free(r);
   finish(&m);
@@ -978,7 +979,7 @@ static void rollback_of_only_a_block_ref_needs_no_callback(void **state) {
   mori_fsm m;
   reach(&m, WINDOW, MORI_WS_ATTACHED, WORLD);
   assert_int_equal(mori_fsm_fail(&m, NULL, NULL), MORI_FSM_OK);
-  assert_int_equal(m.state, MORI_WS_FAILED);
+  assert_int_equal(m.state.window, MORI_WS_FAILED);
   mori_fsm_destroy(&m);
 }
 
@@ -988,7 +989,7 @@ static void release_without_a_callback_is_refused_while_entries_need_one(void **
   assert_int_equal(mori_fsm_release(&m, NULL, NULL), MORI_FSM_EILLEGAL);
   assert_int_equal(mori_fsm_fail(&m, NULL, NULL), MORI_FSM_EILLEGAL);
   assert_non_null(strstr(m.why, "no release callback"));
-  assert_int_equal(m.state, MORI_BS_EXPORTED);
+  assert_int_equal(m.state.block, MORI_BS_EXPORTED);
   assert_int_equal(m.len, 5);
   finish(&m);
 }
@@ -1050,9 +1051,12 @@ static void names_are_the_enumerators_and_out_of_range_is_a_question_mark(void *
 /* The states the two machines share have one number, and each machine's
  * own states are numbered apart from the other's. */
 static void block_and_window_states_share_only_init_released_and_failed(void **state) {
-  assert_int_equal(MORI_BS_INIT, MORI_WS_INIT);
-  assert_int_equal(MORI_BS_RELEASED, MORI_WS_RELEASED);
-  assert_int_equal(MORI_BS_FAILED, MORI_WS_FAILED);
+  assert_int_equal(MORI_BS_INIT, MORI_FSM_INIT);
+  assert_int_equal(MORI_WS_INIT, MORI_FSM_INIT);
+  assert_int_equal(MORI_BS_RELEASED, MORI_FSM_RELEASED);
+  assert_int_equal(MORI_WS_RELEASED, MORI_FSM_RELEASED);
+  assert_int_equal(MORI_BS_FAILED, MORI_FSM_FAILED);
+  assert_int_equal(MORI_WS_FAILED, MORI_FSM_FAILED);
   static const int block[] = {MORI_BS_CREATED, MORI_BS_RESERVED, MORI_BS_BACKED,
                               MORI_BS_ACCESSIBLE, MORI_BS_ALLOCATED, MORI_BS_EXPORTED};
   for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) {
@@ -1070,7 +1074,7 @@ static void invariant_lines_are_rendered_from_the_steps(void **state) {
     int s;
     const char *line;
   } lines[] = {
-      {MORI_WS_INIT, "empty ledger"},
+      {MORI_FSM_INIT, "empty ledger"},
       {MORI_BS_CREATED, "block: 1 physical handle"},
       {MORI_BS_ACCESSIBLE, "block: 1 physical handle, 1 local reservation, 1 local mapping"},
       {MORI_BS_EXPORTED, "block: 1 physical handle, 1 local reservation, 1 local mapping, "
@@ -1081,7 +1085,7 @@ static void invariant_lines_are_rendered_from_the_steps(void **state) {
       {MORI_WS_MAPPED, "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
                        "world_size-1 imported handles, 1 span reservation, world_size slot "
                        "mappings, 1 device table, 0..1 signal state"},
-      {MORI_WS_FAILED, "empty ledger"},
+      {MORI_FSM_FAILED, "empty ledger"},
   };
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
     char line[512];

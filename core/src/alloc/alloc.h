@@ -40,16 +40,17 @@ typedef struct mori__step_times {
 /* "CREATE 12 RESERVE 2 ..." (microseconds), the steps in the order they ran. */
 void mori__step_times_format(const mori__step_times *t, char *out, size_t n);
 /* Runs m's steps (indexed by event) from its state until it reaches state
- * `until`, firing each row's event; t (may be NULL) receives each step's
- * time.  A failed step leaves m where it was, with whatever that step
- * recorded (the state's invariant plus a prefix of its row's work), for a
- * later attempt or its release; the message names the step. */
+ * `until`, one of its kind's (a mori_bstate or a mori_wstate), firing each
+ * row's event; t (may be NULL) receives each step's time.  A failed step
+ * leaves m where it was, with whatever that step recorded (the state's
+ * invariant plus a prefix of its row's work), for a later attempt or its
+ * release; the message names the step. */
 int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                  mori_wstate until, mori__step_times *t);
+                  int until, mori__step_times *t);
 /* mori__advance, and on a failure: on_fail (may be NULL), then the
  * rollback through the release table. */
 int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                mori_wstate until, int (*on_fail)(void *ctx, int rc), mori__step_times *t);
+                int until, int (*on_fail)(void *ctx, int rc), mori__step_times *t);
 struct mori_block;
 /* A claimed block's teardown, outside mori__lock: one hipDeviceSynchronize,
  * then the unwind of every window's ledger and of the block's.  The first

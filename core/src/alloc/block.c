@@ -314,7 +314,7 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
   struct alloc_ctx c = {b, prop, stream, stream_order};
   mori__step_times t; /* the step times only for the INFO line below */
   int timed = mori__log_level() >= MORI_LOG_INFO;
-  int rc = mori__drive(&b->fsm, block_steps, &c, MORI_WS_ALLOCATED, NULL, timed ? &t : NULL);
+  int rc = mori__drive(&b->fsm, block_steps, &c, MORI_BS_ALLOCATED, NULL, timed ? &t : NULL);
   if (rc == 0 && timed) {
     char steps[256];
     mori__step_times_format(&t, steps, sizeof steps);
@@ -332,11 +332,11 @@ int mori__block_wait_zeroed(mori_block *b) {
 }
 
 int mori__block_export(mori_block *b) {
-  if (b->fsm.state == MORI_WS_EXPORTED) return 0;
+  if (b->fsm.state.block == MORI_BS_EXPORTED) return 0;
   struct alloc_ctx c = {.b = b};
   mori__step_times t;
   int timed = mori__log_level() >= MORI_LOG_INFO;
-  int rc = mori__advance(&b->fsm, block_steps, &c, MORI_WS_EXPORTED, timed ? &t : NULL);
+  int rc = mori__advance(&b->fsm, block_steps, &c, MORI_BS_EXPORTED, timed ? &t : NULL);
   if (rc == 0 && timed) {
     char steps[64];
     mori__step_times_format(&t, steps, sizeof steps);
@@ -367,7 +367,7 @@ static int alloc(size_t size, int device, hipStream_t stream, int stream_order, 
      * found no room in the table is rolled back here, after its zeroing
      * (no unmap under a pending memset). */
     if (b->zeroed != NULL) (void)mori_hipEventSynchronize(b->zeroed);
-    if (b->fsm.state != MORI_WS_FAILED) (void)mori__unwind(&b->fsm, 1);
+    if (b->fsm.state.block != MORI_BS_FAILED) (void)mori__unwind(&b->fsm, 1);
     free(b);
     mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);
     *ptr = NULL;

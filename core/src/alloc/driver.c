@@ -12,14 +12,14 @@
  * come before anything was acquired, or from a step, never between a
  * step's acquisition and its record. */
 int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                  mori_wstate until, mori__step_times *t) {
+                  int until, mori__step_times *t) {
   int rc = 0, ev = -1;
   if (t != NULL) t->n = 0;
   if (mori_fsm_reserve(m, mori_fsm_capacity(m)) != 0) return mori__nomem("ledger: %s", m->why);
-  while (rc == 0 && m->state != until && (ev = mori_fsm_forward(m->kind, m->state)) >= 0) {
+  while (rc == 0 && m->state.id != until && (ev = mori_fsm_forward(m->kind, m->state.id)) >= 0) {
     const char *name = mori_wevent_name((mori_wevent)ev);
     MORI_LOG(MORI_LOG_TRACE, m->kind == MORI_FSM_WINDOW ? m->rank : -1, -1, "step %s from %s",
-             name, mori_wstate_name(m->state));
+             name, mori_fsm_state_name(m->state.id));
     double t0 = t != NULL ? mori__log_clock_us() : 0;
     rc = steps[ev] ? steps[ev](ctx) : mori__error(MORI_ESTATE, "no step for %s", name);
     if (t != NULL && t->n < MORI_EV__COUNT) {
@@ -34,7 +34,7 @@ int mori__advance(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx
 }
 
 int mori__drive(mori_fsm *m, const mori__step steps[MORI_EV__COUNT], void *ctx,
-                mori_wstate until, int (*on_fail)(void *ctx, int rc), mori__step_times *t) {
+                int until, int (*on_fail)(void *ctx, int rc), mori__step_times *t) {
   int rc = mori__advance(m, steps, ctx, until, t);
   if (rc != 0) {
     if (on_fail != NULL) rc = on_fail(ctx, rc);

@@ -120,7 +120,7 @@ int mori__unwind(mori_fsm *m, int fail) {
   int rc = fail ? mori_fsm_fail(m, mori__release_entry, &first)
                 : mori_fsm_release(m, mori__release_entry, &first);
   /* unwound: the ledger's own memory goes too (a failed unwind keeps it) */
-  if (m->len == 0 && (m->state == MORI_WS_RELEASED || m->state == MORI_WS_FAILED))
+  if (m->len == 0 && (m->state.id == MORI_FSM_RELEASED || m->state.id == MORI_FSM_FAILED))
     mori_fsm_destroy(m);
   if (fail) {
     /* The error that caused the rollback is the one to report. */

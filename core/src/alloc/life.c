@@ -117,7 +117,7 @@ void mori__window_set_life(mori_window *w, mori_life_event ev) {
   if (mori_life_fire(&w->life, ev) != 0)
     mori__bug("window %ld (group %s): %s while %s is not a transition of its life", w->id,
               w->group, mori_life_event_name(ev), mori_life_name(from));
-  assert_life(w, (int)w->fsm.state);
+  assert_life(w, w->fsm.state.window);
 }
 
 /* ---- what a call may do with a window ---- */

@@ -334,7 +334,7 @@ static int rendezvous_abort(void *p, int rc) {
   static const mori_wevent with_peers[] = {MORI_EV_GATHER, MORI_EV_EXCHANGE, MORI_EV_IMPORT,
                                            MORI_EV_BARRIER};
   struct rendezvous *r = p;
-  int step = mori_fsm_forward(r->w->fsm.kind, r->w->fsm.state); /* the one that failed */
+  int step = mori_fsm_forward(r->w->fsm.kind, r->w->fsm.state.window); /* the one that failed */
   for (size_t i = 0; i < sizeof with_peers / sizeof with_peers[0]; i++)
     if (step == (int)with_peers[i]) rc = mori__peer_failed_first(r->w, r->store, rc);
   if (rc != MORI_EPEER) mori__publish_abort(r->w, r->store);

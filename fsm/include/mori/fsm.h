@@ -178,43 +178,34 @@ typedef enum mori_res { MORI_RES_KINDS(MORI__ENUM_RES) MORI_RES__COUNT } mori_re
 #define MORI__ENUM_EV(ev) MORI_EV_##ev,
 typedef enum mori_wevent { MORI_EVENTS(MORI__ENUM_EV) MORI_EV__COUNT } mori_wevent;
 
-/* One numbering for both machines' states (INIT, the block's, the
- * window's, RELEASED, FAILED), so that one transition table holds both;
- * each machine's states have a type of their own, and a block state used
- * where a window state is wanted is a compiler warning (-Wenum-conversion,
- * and GCC's -Wenum-compare). */
+/* One numbering for both machines' states, so that one transition table
+ * holds both: the states every machine has (INIT, RELEASED, FAILED), which
+ * code that drives either kind names thus, and the block's and the
+ * window's between them.  Each machine's states have a type of their own,
+ * and a block state used where a window state is wanted is a compiler
+ * warning (-Wenum-conversion, and GCC's -Wenum-compare). */
 #define MORI__ENUM_BID(from, ev, to, ...) MORI__S_B_##to,
 #define MORI__ENUM_WID(from, ev, to, ...) MORI__S_W_##to,
 enum {
-  MORI__S_INIT = 0,
-  MORI_BLOCK_STEPS(MORI__ENUM_BID) MORI_WINDOW_STEPS(MORI__ENUM_WID) MORI__S_RELEASED,
-  MORI__S_FAILED,
+  MORI_FSM_INIT = 0,
+  MORI_BLOCK_STEPS(MORI__ENUM_BID) MORI_WINDOW_STEPS(MORI__ENUM_WID) MORI_FSM_RELEASED,
+  MORI_FSM_FAILED,
   MORI_FSM_NSTATES
 };
 
 #define MORI__ENUM_BS(from, ev, to, ...) MORI_BS_##to = MORI__S_B_##to,
 typedef enum mori_bstate {
-  MORI_BS_INIT = MORI__S_INIT,
-  MORI_BLOCK_STEPS(MORI__ENUM_BS) MORI_BS_RELEASED = MORI__S_RELEASED,
-  MORI_BS_FAILED = MORI__S_FAILED
+  MORI_BS_INIT = MORI_FSM_INIT,
+  MORI_BLOCK_STEPS(MORI__ENUM_BS) MORI_BS_RELEASED = MORI_FSM_RELEASED,
+  MORI_BS_FAILED = MORI_FSM_FAILED
 } mori_bstate;
 
 #define MORI__ENUM_WS(from, ev, to, ...) MORI_WS_##to = MORI__S_W_##to,
 typedef enum mori_wstate {
-  MORI_WS_INIT = MORI__S_INIT,
-  MORI_WINDOW_STEPS(MORI__ENUM_WS) MORI_WS_RELEASED = MORI__S_RELEASED,
-  MORI_WS_FAILED = MORI__S_FAILED
+  MORI_WS_INIT = MORI_FSM_INIT,
+  MORI_WINDOW_STEPS(MORI__ENUM_WS) MORI_WS_RELEASED = MORI_FSM_RELEASED,
+  MORI_WS_FAILED = MORI_FSM_FAILED
 } mori_wstate;
-
-/* The block states' names before they had a type of their own, for the
- * core until it uses mori_bstate's. */
-#define MORI_WS_CREATED ((mori_wstate)MORI_BS_CREATED)
-#define MORI_WS_RESERVED ((mori_wstate)MORI_BS_RESERVED)
-#define MORI_WS_BACKED ((mori_wstate)MORI_BS_BACKED)
-#define MORI_WS_ACCESSIBLE ((mori_wstate)MORI_BS_ACCESSIBLE)
-#define MORI_WS_ALLOCATED ((mori_wstate)MORI_BS_ALLOCATED)
-#define MORI_WS_EXPORTED ((mori_wstate)MORI_BS_EXPORTED)
-#define mori_wstate_name(s) mori_fsm_state_name((int)(s))
 
 typedef enum mori_fsm_kind { MORI_FSM_BLOCK = 1, MORI_FSM_WINDOW = 2 } mori_fsm_kind;
 
@@ -243,7 +234,11 @@ enum {
 
 typedef struct mori_fsm {
   mori_fsm_kind kind;
-  mori_wstate state;       /* a block's is a mori_bstate: one numbering holds both */
+  union {
+    int id;             /* in the one numbering: what code for either kind reads */
+    mori_bstate block;  /* kind MORI_FSM_BLOCK */
+    mori_wstate window; /* kind MORI_FSM_WINDOW */
+  } state;
   int world_size;          /* window: expected slot count for MAPPED; block: 0 */
   int rank;                /* window: own rank */
   mori_ledger_entry *ledger;
