@@ -9,6 +9,7 @@
 
 #include "mori/error.h"
 #include "mori/hip_shim.h"
+#include "mori/symm.h"
 #include "mori/trust.h"
 
 #include <dirent.h>
@@ -286,6 +287,135 @@ static int forward_signal(const pid_t *pids, const struct pollfd *pfd, int world
   return now_ms() - *forwarded_at > FORWARD_GRACE_MS;
 }
 
+/* ---- deaths: the ranks still running are told at once ---- */
+
+/* A rank that dies while others still run (a signal, a failing exit, a
+ * hang the watch ended) is told of in the job's store the moment it is
+ * reaped, so that every rendezvous wait for it ends now with MORI_EPEER
+ * rather than at its timeout (mori/store.h, MORI_STORE_DEATH_GROUP).  The
+ * notice is the abort of the death's group, published with the core's
+ * public mori_symm_rendezvous_abort, which seals it with the job's secret
+ * like every other entry: the launcher links only the public API and
+ * keeps the secret out of its own environment, so a child of its own,
+ * given the secret as a rank is, writes it and exits.  Best effort: a
+ * notice not written leaves the survivors to their timeout, as before.
+ * Whatever it finds in the store, a notice can only end a wait: it is no
+ * request, so nothing is imported on its word, and without this job's
+ * seal it is refused (MORI_EAUTH naming its key). */
+#define NOTICE_GRACE_MS 2000 /* a notice still being written at the end */
+
+typedef struct job {
+  const char *dir, *incarnation, *secret;
+  int world;
+  pid_t launcher;
+  const struct pollfd *pfd; /* the ranks' pipes, and the directory fds: */
+  const int *held;          /* nothing a notice's child keeps */
+  pid_t *notices;           /* per rank: the child writing its notice; 0: none */
+} job;
+
+/* The launcher's words on rank r's end (status st), or 0 for a clean one. */
+static int death_words(int st, int hung, char *out, size_t cap) {
+  if (hung)
+    snprintf(out, cap, "hung (its progress stood still) and was killed");
+  else if (WIFSIGNALED(st))
+    snprintf(out, cap, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+    snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
+  else
+    return 0;
+  return 1;
+}
+
+/* In the notice's child: the death's own group, then the job's mark. */
+static void notice_child(const job *j, int r, const char *words) {
+  char group[64];
+  mori_store *store = NULL;
+  rank_signals(j->launcher);
+  for (int k = 0; k < j->world; k++) if (j->pfd[k].fd >= 0) close(j->pfd[k].fd);
+  for (int k = 0; k < 2; k++) if (j->held[k] >= 0) close(j->held[k]);
+  if (j->secret[0]) setenv("MORI_SYMM_JOB_SECRET", j->secret, 1);
+  int rc = mori_file_store_open(j->dir, &store);
+  if (rc == 0) {
+    store->incarnation = j->incarnation;
+    snprintf(group, sizeof group, MORI_STORE_DEATH_GROUP "/%d/%d", j->world, r);
+    rc = mori_symm_rendezvous_abort(group, 0, 1, store, words);
+    snprintf(group, sizeof group, MORI_STORE_DEATH_GROUP "/%d", j->world);
+    if (rc == 0) rc = mori_symm_rendezvous_abort(group, 0, 1, store, words);
+    store->destroy(store);
+  }
+  _exit(rc == 0 ? 0 : 1); /* no exit hooks: they are the launcher's */
+}
+
+static void tell_death(const job *j, int r, int st, int hung) {
+  char words[128];
+  if (j->world < 2 || j->notices[r] != 0 || !death_words(st, hung, words, sizeof words)) return;
+  pid_t pid = fork();
+  if (pid == 0) notice_child(j, r, words);
+  j->notices[r] = pid > 0 ? pid : -1;
+}
+
+/* At the end: each notice's child reaped, killed if it outlives the grace
+ * (its rank's peers are gone: nobody reads it any more). */
+static void notices_reap(const job *j) {
+  double t0 = now_ms();
+  for (int r = 0; r < j->world; r++) {
+    int st;
+    if (j->notices[r] <= 0) continue;
+    while (waitpid(j->notices[r], &st, WNOHANG) == 0) {
+      if (now_ms() - t0 < NOTICE_GRACE_MS) {
+        (void)poll(NULL, 0, 1);
+        continue;
+      }
+      kill(j->notices[r], SIGKILL);
+      (void)waitpid(j->notices[r], &st, 0);
+      break;
+    }
+  }
+}
+
+/* Reaps each rank whose pipe closed, as soon as it can be, and tells of a
+ * death while tell is set (ranks still run, no signal is being sent on).
+ * Returns how many such ranks are not reapable yet. */
+static int reap_closed(const job *j, const pid_t *pids, char *reaped, int *status,
+                       const mori_rank_result *results, int tell) {
+  int unreaped = 0;
+  for (int r = 0; r < j->world; r++) {
+    if (j->pfd[r].fd >= 0 || reaped[r] || pids[r] <= 0) continue;
+    pid_t w = waitpid(pids[r], &status[r], WNOHANG);
+    if (w == 0) {
+      unreaped++;
+      continue;
+    }
+    if (w < 0) status[r] = 0; /* not ours to reap (SIGCHLD ignored): a clean end, as below */
+    reaped[r] = 1;
+    if (tell) tell_death(j, r, status[r], results[r].hung);
+  }
+  return unreaped;
+}
+
+/* In a directory the caller keeps (mori_launch_at), the notices go with
+ * the launch that wrote them, once its ranks are gone: each is the abort
+ * entry of its group's rendezvous 0 under this launch's incarnation
+ * (mori/store.h).  A launch's own directory goes whole. */
+static void notices_remove(const job *j) {
+  char key[MORI_STORE_KEY_MAX + 1];
+  mori_store *store = NULL;
+  int told = 0;
+  for (int r = 0; r < j->world; r++) told |= j->notices[r] > 0;
+  if (!told || mori_file_store_open(j->dir, &store) != 0) return;
+  for (int r = -1; r < j->world; r++) {
+    if (r >= 0 && j->notices[r] <= 0) continue;
+    if (r < 0)
+      snprintf(key, sizeof key, "mori_symm/" MORI_STORE_DEATH_GROUP "/%d/%s/0/abort/0", j->world,
+               j->incarnation);
+    else
+      snprintf(key, sizeof key, "mori_symm/" MORI_STORE_DEATH_GROUP "/%d/%d/%s/0/abort/0",
+               j->world, r, j->incarnation);
+    (void)store->remove(store, key);
+  }
+  store->destroy(store);
+}
+
 static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
                      int deadline_ms, const mori_launch_watch *watch, mori_rank_result *results);
 
@@ -366,9 +496,13 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
   char *hung_pipe = calloc((size_t)world, 1);
   long *last = calloc((size_t)world, sizeof *last);
   double *moved = calloc((size_t)world, sizeof *moved);
-#define FREE_TABLES() \
-  (free(pids), free(pfd), free(got), free(hung_pipe), free(last), free(moved))
-  if (!pids || !pfd || !got || !hung_pipe || !last || !moved) {
+  int *status = calloc((size_t)world, sizeof *status); /* of a rank reaped in the loop */
+  char *reaped = calloc((size_t)world, 1);
+  pid_t *notices = calloc((size_t)world, sizeof *notices);
+#define FREE_TABLES()                                                                      \
+  (free(pids), free(pfd), free(got), free(hung_pipe), free(last), free(moved), free(status), \
+   free(reaped), free(notices))
+  if (!pids || !pfd || !got || !hung_pipe || !last || !moved || !status || !reaped || !notices) {
     FREE_TABLES();
     return fail_all(results, world, "launcher: out of memory for its tables");
   }
@@ -377,6 +511,7 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
   fflush(NULL);
   double t0 = now_ms(), forwarded_at = -1;
   pid_t launcher = getpid();
+  job j = {dir, incarnation, secret, world, launcher, pfd, held, notices};
   for (int r = 0; r < world; r++) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) { pids[r] = -1; pfd[r].fd = -1; continue; }
@@ -400,11 +535,15 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
     results[r].pid = (int)pids[r];
     if (watching) last[r] = -1;
   }
-  int open = world;
+  /* A rank whose pipe closed is reapable within microseconds (an exiting
+   * process closes its fds just before it becomes a zombie): it is looked
+   * at again after 1, 2, 4 ... 64 ms, then at the usual 100 ms. */
+  int open = world, rounds = 0; /* rounds with a closed rank not reapable yet */
   while (open > 0) {
     double left = deadline_ms - (now_ms() - t0);
     if (left <= 0) break;
-    int n = poll(pfd, (nfds_t)world, left > 100 ? 100 : (int)left + 1);
+    int slice = rounds > 0 && rounds <= 7 ? 1 << (rounds - 1) : 100;
+    int n = poll(pfd, (nfds_t)world, left > slice ? slice : (int)left + 1);
     if (n < 0 && errno != EINTR) break;
     if (forward_signal(pids, pfd, world, &forwarded_at)) break;
     for (int r = 0; r < world; r++) {
@@ -423,7 +562,10 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
       pfd[r].fd = -1;
       if (!results[r].hung) results[r].wall_ms = now_ms() - t0;
       open--;
+      rounds = 0; /* a new one: looked at soon */
     }
+    rounds = reap_closed(&j, pids, reaped, status, results, open > 0 && forwarded_at < 0)
+                 ? rounds + 1 : 0;
   }
   int failed = 0;
   for (int r = 0; r < world; r++) {
@@ -437,8 +579,8 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
       snprintf(results[r].msg, sizeof results[r].msg, "rank %d: fork failed", r);
       continue;
     }
-    int st = 0;
-    pid_t w = hung_pipe[r] ? 0 : waitpid(pids[r], &st, 0);
+    int st = status[r];
+    pid_t w = reaped[r] ? pids[r] : hung_pipe[r] ? 0 : waitpid(pids[r], &st, 0);
     if (w == 0) {
       kill(pids[r], SIGKILL);
       waitpid(pids[r], &st, 0);
@@ -451,6 +593,8 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
     if (!results[r].hung && WIFSIGNALED(st)) results[r].signal = WTERMSIG(st);
     if (results[r].hung || results[r].signal || results[r].exit_code) failed++;
   }
+  notices_reap(&j);
+  if (held[1] < 0) notices_remove(&j); /* the caller's directory (mori_launch_at) */
   FREE_TABLES();
 #undef FREE_TABLES
   return failed;

@@ -36,14 +36,18 @@ typedef struct mori_rank_result {
  * fresh temporary directory ($TMPDIR, else /dev/shm, else /tmp) carrying
  * this launch's incarnation; waits up to deadline_ms for all.  results has
  * world entries.  Returns the number of ranks that did not succeed.
+ * A rank that dies while others still run (a signal, a failing exit, a
+ * hang the watch ended) is told of in the store at once, so that the
+ * survivors' rendezvous waits for it end with MORI_EPEER naming it
+ * (mori/store.h, MORI_STORE_DEATH_GROUP).
  * SIGINT or SIGTERM during a launch goes on to the ranks; once they are
  * gone and the directory removed, the caller gets it (docs/security.md). */
 int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                 mori_rank_result *results);
 
 /* The same over an existing store directory, which is kept afterwards (a
- * store that outlives a run: reruns, leftovers of killed ranks).  Sockets
- * go under <dir>/sockets. */
+ * store that outlives a run: reruns, leftovers of killed ranks), without
+ * the launch's notices of dead ranks.  Sockets go under <dir>/sockets. */
 int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int deadline_ms,
                    mori_rank_result *results);
 

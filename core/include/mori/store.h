@@ -54,6 +54,23 @@ struct mori_store {
   int (*remove)(mori_store *s, const char *key);
 };
 
+/* A rank's death, as its launcher tells it.  A launcher that handed the
+ * store its incarnation, on seeing rank r of its world ranks die (a
+ * signal, a failing exit) while others still run, publishes through
+ * mori_symm_rendezvous_abort, as rank 0 of 1 and so sealed with the job's
+ * secret like every rendezvous entry, the abort of the group
+ * MORI_STORE_DEATH_GROUP "/<world>/<r>" (its words: "killed by signal 9
+ * (Killed)"), then that of MORI_STORE_DEATH_GROUP "/<world>" (a mark that
+ * some rank died).  Every rendezvous wait over that store in a group of
+ * world ranks (whose ranks are then the launch's) reads the mark once a
+ * poll round and, once it is there, ends with MORI_EPEER naming the dead
+ * rank it waits for and the launcher's words (mori_launch does this;
+ * docs/recovery.md).  Each notice is the abort entry of its group's
+ * rendezvous 0, mori_symm/<group>/<incarnation>/0/abort/0, which a launcher
+ * that keeps the store removes once its ranks are gone.  Group names under
+ * this prefix are the launcher's. */
+#define MORI_STORE_DEATH_GROUP "mori_symm.dead"
+
 /* A store in a directory shared by the processes of one job: set writes a
  * temp file and renames it into place; add takes an flock.  dir must be an
  * absolute path that no other user can change (docs/security.md): it and

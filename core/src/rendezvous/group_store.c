@@ -119,6 +119,11 @@ static int key_made(int n, size_t cap, const char *out) {
 int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
   if (w->incarnation[0] == '\0')
     return mori__error(MORI_ESTATE, "rendezvous: group %s has no incarnation yet", w->group);
+  /* a heal's keys are its generation's (rendezvous/heal.c) */
+  if (w->heal_gen > 0)
+    return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu.%d/%s/%d", w->group, w->incarnation,
+                             (unsigned long long)w->seq, w->heal_gen, what, rank),
+                    n, out);
   return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu/%s/%d", w->group, w->incarnation,
                            (unsigned long long)w->seq, what, rank),
                   n, out);
@@ -263,6 +268,25 @@ static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
   return rc;
 }
 
+int mori__incarnation_adopt(const char *group, const char *id) {
+  size_t n = strlen(group) + 1;
+  pthread_mutex_lock(&incarnation_lock);
+  incarnation *inc = incarnation_find(group);
+  if (inc == NULL && (inc = mori_calloc(1, sizeof *inc + n)) != NULL) {
+    memcpy(inc->group, group, n);
+    inc->next = incarnations;
+    incarnations = inc;
+  }
+  if (inc != NULL) {
+    snprintf(inc->id, sizeof inc->id, "%s", id);
+    inc->agreed = 1;
+    inc->lead_seq = UINT64_MAX; /* never this process's to lead */
+  }
+  pthread_cond_broadcast(&incarnation_cond);
+  pthread_mutex_unlock(&incarnation_lock);
+  return inc != NULL ? 0 : mori__nomem("heal: the group's incarnation");
+}
+
 /* The joins the leading rendezvous answers while it gathers: handed to it
  * alone (NULL for every other). */
 static hex_id *take_answering(const mori_window *w) {
@@ -279,13 +303,66 @@ static hex_id *take_answering(const mori_window *w) {
 
 /* ---- gathers and aborts ---- */
 
-/* MORI_EPEER if a peer published an abort for this rendezvous. */
-static int check_abort(mori_window *w, mori_store *store, const char *what) {
-  char key[KEY_MAX];
+/* The launcher's notice of the death of rank r of a job of w's world size,
+ * or (r < 0) its mark that some rank died: the abort it published as rank
+ * 0 of the group MORI_STORE_DEATH_GROUP/<world>[/<r>] (mori/store.h). */
+static int dead_key(char *out, size_t n, const mori_window *w, int r) {
+  char group[64];
+  mori_window notice = {.group = group, .seq = 0};
+  if (r < 0) snprintf(group, sizeof group, MORI_STORE_DEATH_GROUP "/%d", w->world_size);
+  else snprintf(group, sizeof group, MORI_STORE_DEATH_GROUP "/%d/%d", w->world_size, r);
+  memcpy(notice.incarnation, w->incarnation, sizeof notice.incarnation);
+  return mori__store_key(out, n, &notice, "abort", 0);
+}
+
+/* Whether the launcher told of the death of a rank w waits for: one whose
+ * entry is not in have (every peer where have is NULL).  1 with the rank
+ * and the launcher's words in text, 0, or a negative MORI_E* (a notice
+ * without this job's seal: MORI_EAUTH naming it).  Only over a store that
+ * carries the launcher's incarnation, where a group of the launch's world
+ * size has the launch's ranks; one get a poll round, of the mark, until a
+ * rank died. */
+static int find_dead(const mori_window *w, mori_store *store, void *const *have, char *text,
+                     size_t cap) {
+  char key[KEY_MAX], shown[PEER_TEXT_SHOWN + 16];
+  void *why = NULL;
+  size_t len = 0;
+  if (store->incarnation == NULL || dead_key(key, sizeof key, w, -1) != 0) return 0;
+  int rc = mori__sealed_get(store, key, &why, &len, 0, "the launcher's mark of a death");
+  free(why);
+  if (rc != 0) return rc == MORI_ETIMEDOUT ? 0 : rc;
+  for (int r = 0; r < w->world_size; r++) {
+    if (r == w->rank || (have != NULL && have[r] != NULL) || dead_key(key, sizeof key, w, r) != 0)
+      continue;
+    why = NULL;
+    rc = mori__sealed_get(store, key, &why, &len, 0, "the launcher's notice of a death");
+    if (rc == MORI_ETIMEDOUT) continue;
+    if (rc != 0) return rc;
+    /* the "rank 0: " abort_window put first is the notice's group's rank */
+    size_t skip = len >= 8 && memcmp(why, "rank 0: ", 8) == 0 ? 8 : 0;
+    mori__escape(shown, sizeof shown, (char *)why + skip, len - skip, PEER_TEXT_SHOWN);
+    snprintf(text, cap, "rank %d %s, says the launcher", r, shown);
+    free(why);
+    return 1;
+  }
+  return 0;
+}
+
+/* MORI_EPEER if a peer published an abort for this rendezvous, or the
+ * launcher told of the death of a rank it waits for (have: find_dead).
+ * The death is read first: a rank that published an abort did so before
+ * it died, so the abort read after it is there, and names the cause. */
+static int check_abort_of(mori_window *w, mori_store *store, const char *what,
+                          void *const *have) {
+  char key[KEY_MAX], dead[PEER_TEXT_SHOWN + 96];
   void *why = NULL;
   size_t why_len = 0;
   if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
+  int died = find_dead(w, store, have, dead, sizeof dead);
+  if (died < 0) return died;
   int rc = mori__sealed_get(store, key, &why, &why_len, 0, "an abort");
+  if (rc == MORI_ETIMEDOUT && died)
+    return mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %s", what, dead);
   if (rc == MORI_ETIMEDOUT) return 0; /* no abort */
   if (rc != 0) return rc;
   char shown[PEER_TEXT_SHOWN + 64];
@@ -293,6 +370,10 @@ static int check_abort(mori_window *w, mori_store *store, const char *what) {
   rc = mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %s", what, shown);
   free(why);
   return rc;
+}
+
+static int check_abort(mori_window *w, mori_store *store, const char *what) {
+  return check_abort_of(w, store, what, NULL);
 }
 
 /* Failures a peer's can cause here: its socket gone, its export released.
@@ -445,7 +526,7 @@ static int gather(mori_window *w, mori_store *store, const char *what, void **va
       else if (get != MORI_ETIMEDOUT) return get;
     }
     if (remaining == 0) return 0;
-    if (stop_on_abort) MORI_GUARD(check_abort(w, store, what));
+    if (stop_on_abort) MORI_GUARD(check_abort_of(w, store, what, vals));
     MORI_GUARD(mori__clock_us(&now, "rendezvous"));
     if (started < 0) started = now, deadline = now + timeout_ms * 1e3, reread_at = now + 1000;
     double left_ms = (deadline - now) / 1e3;
