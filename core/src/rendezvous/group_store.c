@@ -119,11 +119,6 @@ static int key_made(int n, size_t cap, const char *out) {
 int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
   if (w->incarnation[0] == '\0')
     return mori__error(MORI_ESTATE, "rendezvous: group %s has no incarnation yet", w->group);
-  /* a heal's keys are its generation's (rendezvous/heal.c) */
-  if (w->heal_gen > 0)
-    return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu.%d/%s/%d", w->group, w->incarnation,
-                             (unsigned long long)w->seq, w->heal_gen, what, rank),
-                    n, out);
   return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu/%s/%d", w->group, w->incarnation,
                            (unsigned long long)w->seq, what, rank),
                   n, out);
@@ -266,25 +261,6 @@ static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
   else
     w->incarnation[0] = '\0';
   return rc;
-}
-
-int mori__incarnation_adopt(const char *group, const char *id) {
-  size_t n = strlen(group) + 1;
-  pthread_mutex_lock(&incarnation_lock);
-  incarnation *inc = incarnation_find(group);
-  if (inc == NULL && (inc = mori_calloc(1, sizeof *inc + n)) != NULL) {
-    memcpy(inc->group, group, n);
-    inc->next = incarnations;
-    incarnations = inc;
-  }
-  if (inc != NULL) {
-    snprintf(inc->id, sizeof inc->id, "%s", id);
-    inc->agreed = 1;
-    inc->lead_seq = UINT64_MAX; /* never this process's to lead */
-  }
-  pthread_cond_broadcast(&incarnation_cond);
-  pthread_mutex_unlock(&incarnation_lock);
-  return inc != NULL ? 0 : mori__nomem("heal: the group's incarnation");
 }
 
 /* The joins the leading rendezvous answers while it gathers: handed to it
