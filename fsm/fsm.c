@@ -36,15 +36,29 @@ const mori__res_info mori__res_infos[MORI_RES__COUNT] = {MORI_RES_KINDS(RES_INFO
 #define N_1 {0, 1}
 #define N_PEERS {1, -1}
 #define N_RANKS {1, 0}
-#define EXACTLY(kind, n) [MORI_RES_##kind] = {1, {N_##n, N_##n}}
-#define UP_TO(kind, n) [MORI_RES_##kind] = {1, {{0, 0}, N_##n}}
-#define ENDS(kind) [MORI_RES_##kind] = {1, {{0, 0}, {0, 0}}}
+#define N_PEERS_LESS_1 {1, -2}
+#define N_0 {0, 0}
+#define EXACTLY(kind, n) [MORI_RES_##kind] = {1, 0, {N_##n, N_##n}}
+#define UP_TO(kind, n) [MORI_RES_##kind] = {1, 0, {{0, 0}, N_##n}}
+#define ENDS(kind) [MORI_RES_##kind] = {1, 0, {{0, 0}, {0, 0}}}
+#define LESS(kind, n) [MORI_RES_##kind] = {1, 1, {N_##n, N_##n}}
+#define LESS_UP_TO(kind, n) [MORI_RES_##kind] = {1, 1, {{0, 0}, N_##n}}
+#define BETWEEN(kind, lo, hi) [MORI_RES_##kind] = {1, 1, {N_##lo, N_##hi}}
 #define NOTHING {0}
 
 #define STEP(k, S, a, ev, b, counts) \
   {.kinds = k, .from = S##a, .event = MORI_EV_##ev, .to = S##b, .adds = {MORI__ID counts}},
 #define BLOCK_STEP(from, ev, to, rest, adds, words) STEP(B, MORI_BS_, from, ev, to, adds)
 #define WINDOW_STEP(from, ev, to, rest, adds, words) STEP(W, MORI_WS_, from, ev, to, adds)
+#define HEAL_BACK(a, ev, b) STEP(W, MORI_WS_, a, ev, b, (NOTHING))
+/* BREAK from MAPPED (a heal that fails at its first step) and every state
+ * of a heal; RELEASE leaves BROKEN. */
+#define HEAL_BREAK_FROM(a, ev, ...) \
+  {.kinds = W, .from = MORI_WS_##a, .event = MORI_EV_BREAK, .to = MORI_WS_BROKEN,          \
+   .adds = {MORI__APPLY(MORI__ID, MORI_HEAL_BROKEN_ADDS)}},
+#define BROKEN_ADDS(to, adds, words) adds
+#define MORI_HEAL_BROKEN_ADDS MORI_HEAL_BROKEN(BROKEN_ADDS)
+#define HEAL_BROKEN_RELEASE(b, adds, words) RELEASE_RESTS(W, MORI_WS_##b) FAIL(W, MORI_WS_##b)
 /* RELEASE leaves the states where a machine rests; FAIL every state. */
 #define RELEASE_RESTS(k, s) \
   {.kinds = k, .from = s, .event = MORI_EV_RELEASE, .to = MORI_FSM_RELEASED},
@@ -62,6 +76,11 @@ const mori__fsm_row mori__fsm_rows[] = {
     MORI_BLOCK_STEPS(BLOCK_STEP) MORI_WINDOW_STEPS(WINDOW_STEP)
     MORI_BLOCK_STEPS(BLOCK_RELEASE) MORI_WINDOW_STEPS(WINDOW_RELEASE)
     FAIL(B | W, MORI_FSM_INIT) MORI_BLOCK_STEPS(BLOCK_FAIL) MORI_WINDOW_STEPS(WINDOW_FAIL)
+    /* a heal: after every row above, so that the steps above are the ones
+     * entering MAPPED (its ledger is the rendezvous's) */
+    MORI_HEAL_STEPS(WINDOW_STEP) MORI_HEAL_BACK(HEAL_BACK) MORI_HEAL_STEPS(HEAL_BREAK_FROM)
+    MORI_HEAL_BACK(HEAL_BREAK_FROM)
+    MORI_HEAL_STEPS(WINDOW_FAIL) MORI_HEAL_BROKEN(HEAL_BROKEN_RELEASE)
 };
 const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
 
@@ -69,17 +88,21 @@ const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
 
 #define BLOCK_NAME(from, ev, to, ...) [MORI_BS_##to] = #to,
 #define WINDOW_NAME(from, ev, to, ...) [MORI_WS_##to] = #to,
+#define BROKEN_NAME(to, ...) [MORI_WS_##to] = #to,
 static const char *const state_names[MORI_FSM_NSTATES] = {
     [MORI_FSM_INIT] = "INIT", MORI_BLOCK_STEPS(BLOCK_NAME) MORI_WINDOW_STEPS(WINDOW_NAME)
+    MORI_HEAL_STEPS(WINDOW_NAME) MORI_HEAL_BROKEN(BROKEN_NAME)
     [MORI_FSM_RELEASED] = "RELEASED", [MORI_FSM_FAILED] = "FAILED",
 };
 
 #define BLOCK_WORDS(from, ev, to, rest, adds, words) [MORI_BS_##to] = words,
 #define WINDOW_WORDS(from, ev, to, rest, adds, words) [MORI_WS_##to] = words,
+#define BROKEN_WORDS(to, adds, words) [MORI_WS_##to] = words,
 static const char *const state_words[MORI_FSM_NSTATES] = {
     [MORI_FSM_INIT] = "a fresh machine: a block creates its physical handle from here, a window "
                      "records the block it borrows",
     MORI_BLOCK_STEPS(BLOCK_WORDS) MORI_WINDOW_STEPS(WINDOW_WORDS)
+    MORI_HEAL_STEPS(WINDOW_WORDS) MORI_HEAL_BROKEN(BROKEN_WORDS)
     [MORI_FSM_RELEASED] = "terminal: the ledger was unwound in reverse order",
     [MORI_FSM_FAILED] = "terminal: after an error, the ledger was rolled back in reverse order",
 };
@@ -92,6 +115,11 @@ static const char *const event_names[MORI_EV__COUNT] = {MORI_EVENTS(EVENT_NAME)}
 #undef N_1
 #undef N_PEERS
 #undef N_RANKS
+#undef N_PEERS_LESS_1
+#undef N_0
+#undef LESS
+#undef LESS_UP_TO
+#undef BETWEEN
 #undef EXACTLY
 #undef UP_TO
 #undef ENDS
@@ -144,7 +172,8 @@ unsigned mori__fsm_acquires(const mori__fsm_row *r) {
   unsigned mask = 0;
   for (int k = 0; k < MORI_RES__COUNT; k++) {
     mori__bound hi = r->adds[k].count.hi;
-    if (r->adds[k].set && (hi.per_world != 0 || hi.plus != 0)) mask |= MORI__BIT(k);
+    if (r->adds[k].set && !r->adds[k].gives_back && (hi.per_world != 0 || hi.plus != 0))
+      mask |= MORI__BIT(k);
   }
   return mask;
 }
@@ -302,7 +331,13 @@ int mori_fsm_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int 
     int rc = grow(m, m->cap ? 2 * m->cap : 8, mori_res_name(kind));
     if (rc != MORI_FSM_OK) return rc;
   }
-  m->ledger[m->len++] = (mori_ledger_entry){kind, value, size, aux};
+  /* after every entry of its tier or a lower one: an append on the way to
+   * MAPPED (tiers never fall there), its tier's place in a heal */
+  size_t at = m->len;
+  while (at > 0 && mori__res_infos[m->ledger[at - 1].kind].tier > mori__res_infos[kind].tier) at--;
+  memmove(&m->ledger[at + 1], &m->ledger[at], (m->len - at) * sizeof m->ledger[0]);
+  m->ledger[at] = (mori_ledger_entry){kind, value, size, aux};
+  m->len++;
   return MORI_FSM_OK;
 }
 

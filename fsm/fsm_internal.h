@@ -11,6 +11,8 @@
 #define MORI__BIT(x) (1u << (unsigned)(x))
 /* Unwraps a parenthesized column of a list: MORI__ID (a, b) is a, b. */
 #define MORI__ID(...) __VA_ARGS__
+/* m applied to a list that a macro expands to: MORI__APPLY(MORI__ID, L). */
+#define MORI__APPLY(m, args) m args
 
 /* A count bound: per_world * world_size + plus. */
 typedef struct mori__bound {
@@ -25,6 +27,7 @@ typedef struct mori__count {
  * bounds on entry to the step's `to` (an ENDS: 0..0). */
 typedef struct mori__change {
   unsigned char set;
+  unsigned char gives_back; /* a heal's LESS: the count falls, nothing is recorded */
   mori__count count;
 } mori__change;
 

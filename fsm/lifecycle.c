@@ -15,6 +15,9 @@
 #define SOME (1u << 1) /* a count above 0; a flag that is 1 */
 #define ANY MORI__ANY
 #define WS(x) MORI__BIT(MORI_WS_##x)
+/* The states of a heal in progress (fsm.h's MORI_HEAL_STEPS). */
+#define HEAL_STATE_BIT(from, ev, to, ...) | WS(to)
+#define MORI__WS_HEALING (0 MORI_HEAL_STEPS(HEAL_STATE_BIT))
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 /* A lifecycle from its four tables, named x_states, x_events, x_rows, x_facts. */
 #define LIFECYCLE(title, x, nstates, nevents)                                              \

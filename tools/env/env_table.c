@@ -65,6 +65,12 @@ const mori_env_var mori_env_vars[] = {
      "0 issues one runtime call per stream memory operation instead of one batch, to measure "
      "the difference; a value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so"},
+    {"MORI_SYMM_REPLACEMENT", MORI_ENV_LIBRARY, "0|1", "0",
+     "1 in a process started in place of a dead rank: its rendezvous of a group's windows the "
+     "survivors heal (mori_window_heal) join the heal instead of making a new window "
+     "(docs/recovery.md); mori_launch sets it in a rank it restarts; a value other than 0 or 1 "
+     "fails the rendezvous naming it",
+     "libmori_core.so"},
     {"MORI_SYMM_HOST_ID", MORI_ENV_LIBRARY, "HEX32|UUID", "the boot id",
      "the host identity a rank publishes (tests pretend ranks are on other hosts with it): 32 "
      "hex digits of either case or a UUID as the boot id is written; another value fails the "

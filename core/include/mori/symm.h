@@ -171,6 +171,26 @@ MORI_API int mori_symm_rendezvous(void *ptr, const char *group, int rank, int wo
 MORI_API int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori_store *store,
                                const char *why);
 
+/* Heals w after the death of its rank dead_rank: collective over the
+ * survivors, each calling it on its window, and a replacement process
+ * started as dead_rank, which makes the group's rendezvous as any rank
+ * does with MORI_SYMM_REPLACEMENT=1 (or mori_symm_set_replacement(1))
+ * set.  The survivor keeps its span at the same address, its own memory
+ * and its mappings of the live ranks: buffer_ptrs, the device tables and
+ * graphs captured on w stay valid; the dead rank's slot maps the
+ * replacement's memory, and w's signals start over on every rank.  Only a
+ * dead rank is replaced: its process, as its request named it, must be
+ * gone from this host (MORI_ESTATE otherwise, and nothing changes; the
+ * fd path only, MORI_ENOTSUP on the fabric path), and every other rank's
+ * part must come from the process it had.  A heal that fails leaves w
+ * failed for good (MORI_ESTATE on every later signal call and heal),
+ * never half healed; its error names the step, the call and the rank.
+ * No other call may run on w meanwhile.  docs/recovery.md. */
+MORI_API int mori_window_heal(mori_window *w, int dead_rank, mori_store *store);
+/* 1: this process replaces a dead rank (see mori_window_heal); 0: it does
+ * not; overrides MORI_SYMM_REPLACEMENT. */
+MORI_API void mori_symm_set_replacement(int on);
+
 MORI_API int mori_window_rank(const mori_window *w);
 MORI_API int mori_window_world_size(const mori_window *w);
 MORI_API int mori_window_device(const mori_window *w);

@@ -50,6 +50,14 @@ int mori_channel_dropped(const mori_channel *ch);
 int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world_size, int self,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms);
 
+/* mori_channel_exchange with the peers r where with[r] is 1 only (NULL:
+ * every one): a heal's survivor sends its fd to the replacement and
+ * receives the replacement's.  A member's datagram from outside them is
+ * dropped and counted, as a non-member's is. */
+int mori_channel_exchange_with(mori_channel *ch, const mori_request *reqs, int world_size,
+                               int self, uint64_t window_seq, int my_fd, int *fds_out,
+                               int timeout_ms, const uint8_t *with);
+
 /* While exchanging, check() is called every few milliseconds; a negative
  * return (with its message set) ends the exchange with that error: how a
  * peer's published abort stops this rank from waiting out its timeout. */

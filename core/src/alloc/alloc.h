@@ -164,6 +164,10 @@ struct mori_window {
   int max_channels;
   int signal_slot;          /* this window's private signal slot on the block */
   struct mori__signals *signals; /* signal.c's state: barrier counts, failure */
+  uint32_t *pids;           /* world_size: each rank's process, as its request named it */
+  int heal_gen;             /* heals run on this window (its keys' generation) */
+  int heal_failed;          /* a heal failed: the window is failed for good */
+  int healing;              /* 1 + the rank a heal in progress replaces; 0: none */
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);

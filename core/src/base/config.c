@@ -49,7 +49,7 @@ int mori__timeout_env_check(void) {
  * other value fails the rendezvous naming it rather than reading as one
  * of the two ("true" and "yes" allowed nothing, "false" tore down). */
 static const char *const switches[] = {"MORI_SYMM_TEARDOWN", "MORI_SYMM_ALLOW_OVERLAPPING_DEVICES",
-                                       "MORI_SYMM_MEMOP_BATCH"};
+                                       "MORI_SYMM_MEMOP_BATCH", "MORI_SYMM_REPLACEMENT"};
 
 int mori__env_switches_check(void) {
   for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {

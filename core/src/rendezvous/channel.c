@@ -296,6 +296,7 @@ typedef struct exchange {
   int my_fd;
   int *fds;      /* fds_out */
   int *dest;     /* per rank: O_PATH fd of its verified socket (-1: none) */
+  const uint8_t *with; /* per rank: 1 for the peers this exchange is with (NULL: every one) */
   uint8_t *sent; /* per rank: bit 1 << type for each datagram handed to the kernel */
   uint8_t *seen; /* per rank: bit 1 << type for each accepted (mori_datagram_expect.seen) */
   uint64_t *challenge; /* per rank: the secret sent to its socket, which its answer echoes */
@@ -377,6 +378,12 @@ static void collect_control(struct msghdr *msg, arrival *a) {
 /* The kernel's credentials are a member's: the pid and uid of some rank's
  * request (this process's other channels included).  Only the kernel can
  * say this; anything in the bytes can be copied from the store. */
+/* Whether rank r is a peer of this exchange (a heal's is its replacement
+ * alone). */
+static int partner(const exchange *x, int r) {
+  return r != x->self && (x->with == NULL || x->with[r]);
+}
+
 static int from_member(const exchange *x, const arrival *a) {
   for (int r = 0; a->has_cred && r < x->world_size; r++)
     if (x->reqs[r].pid == (uint32_t)a->cred.pid && x->reqs[r].uid == (uint32_t)a->cred.uid)
@@ -426,6 +433,14 @@ static int receive_one(exchange *x) {
     }
     mori__error_prefix("rejected datagram from %s: ", who);
     return rc;
+  }
+  if (!partner(x, (int)d.sender_rank)) {
+    char who[96];
+    describe_sender(x, &a, who, sizeof who);
+    close_fds(a.fds, a.nfds);
+    mori__error(MORI_EPROTO, "rank %u is not a peer of this exchange", d.sender_rank);
+    drop(x, who);
+    return 1;
   }
   x->seen[d.sender_rank] |= BIT(d.type);
   if (d.type == MORI_DATAGRAM_FD) {
@@ -539,7 +554,7 @@ static int resolve_peer(exchange *x, int r) {
 /* Every peer's socket, before the first fd leaves this process. */
 static int resolve_peers(exchange *x) {
   for (int r = 0; r < x->world_size; r++)
-    if (r != x->self) MORI_GUARD(resolve_peer(x, r));
+    if (partner(x, r)) MORI_GUARD(resolve_peer(x, r));
   return 0;
 }
 
@@ -602,6 +617,7 @@ static int send_pending(exchange *x) {
   x->held_up = 0;
   for (int i = 1; i < x->world_size; i++) {
     int r = (x->self + i) % x->world_size;
+    if (!partner(x, r)) continue;
     for (size_t k = 0; k < sizeof sends / sizeof sends[0]; k++) {
       uint32_t type = sends[k].type;
       if ((x->sent[r] & BIT(type)) || (x->seen[r] & sends[k].needs) != sends[k].needs) continue;
@@ -633,7 +649,7 @@ static int list_ranks(const exchange *x, rank_pred pred, char *out, size_t cap) 
   int listed = 0, missing = 0, first = -1;
   out[0] = '\0';
   for (int r = 0; r < x->world_size; r++) {
-    if (r == x->self || !pred(x, r)) continue;
+    if (!partner(x, r) || !pred(x, r)) continue;
     if (first < 0) first = r;
     if (listed++ < LIST_RANKS_MAX && n < cap)
       n += (size_t)snprintf(out + n, cap - n, "%s%d", listed > 1 ? ", " : "", r);
@@ -732,6 +748,13 @@ void mori_channel_set_abort_check(mori_channel *ch, int (*check)(void *ctx), voi
 
 int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world_size, int self,
                           uint64_t window_seq, int my_fd, int *fds_out, int timeout_ms) {
+  return mori_channel_exchange_with(ch, reqs, world_size, self, window_seq, my_fd, fds_out,
+                                    timeout_ms, NULL);
+}
+
+int mori_channel_exchange_with(mori_channel *ch, const mori_request *reqs, int world_size,
+                               int self, uint64_t window_seq, int my_fd, int *fds_out,
+                               int timeout_ms, const uint8_t *with) {
   uint8_t *flags = NULL;
   int *dest = NULL;
   uint64_t *secrets = NULL;
@@ -754,7 +777,12 @@ int mori_channel_exchange(mori_channel *ch, const mori_request *reqs, int world_
   x = (exchange){.ch = ch, .reqs = reqs, .world_size = world_size, .self = self, .window_seq = window_seq,
                  .my_fd = my_fd, .fds = fds_out, .dest = dest, .sent = flags,
                  .seen = flags + world_size, .challenge = secrets, .owed = secrets + world_size,
-                 .to_send = world_size - 1, .to_receive = world_size - 1};
+                 .with = with, .to_send = world_size - 1, .to_receive = world_size - 1};
+  if (with != NULL) {
+    x.to_send = x.to_receive = 0;
+    for (int r = 0; r < world_size; r++) x.to_send += partner(&x, r);
+    x.to_receive = x.to_send;
+  }
   rc = exchange_run(&x, timeout_ms);
   if (rc < 0) close_fds(fds_out, world_size);
   if (rc < 0) report_drops(&x);

@@ -119,6 +119,11 @@ static int key_made(int n, size_t cap, const char *out) {
 int mori__store_key(char *out, size_t n, const mori_window *w, const char *what, int rank) {
   if (w->incarnation[0] == '\0')
     return mori__error(MORI_ESTATE, "rendezvous: group %s has no incarnation yet", w->group);
+  /* a heal's keys are its generation's (rendezvous/heal.c) */
+  if (w->heal_gen > 0)
+    return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu.%d/%s/%d", w->group, w->incarnation,
+                             (unsigned long long)w->seq, w->heal_gen, what, rank),
+                    n, out);
   return key_made(snprintf(out, n, "mori_symm/%s/%s/%llu/%s/%d", w->group, w->incarnation,
                            (unsigned long long)w->seq, what, rank),
                   n, out);
@@ -263,6 +268,25 @@ static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
   return rc;
 }
 
+int mori__incarnation_adopt(const char *group, const char *id) {
+  size_t n = strlen(group) + 1;
+  pthread_mutex_lock(&incarnation_lock);
+  incarnation *inc = incarnation_find(group);
+  if (inc == NULL && (inc = mori_calloc(1, sizeof *inc + n)) != NULL) {
+    memcpy(inc->group, group, n);
+    inc->next = incarnations;
+    incarnations = inc;
+  }
+  if (inc != NULL) {
+    snprintf(inc->id, sizeof inc->id, "%s", id);
+    inc->agreed = 1;
+    inc->lead_seq = UINT64_MAX; /* never this process's to lead */
+  }
+  pthread_cond_broadcast(&incarnation_cond);
+  pthread_mutex_unlock(&incarnation_lock);
+  return inc != NULL ? 0 : mori__nomem("heal: the group's incarnation");
+}
+
 /* The joins the leading rendezvous answers while it gathers: handed to it
  * alone (NULL for every other). */
 static hex_id *take_answering(const mori_window *w) {
@@ -308,7 +332,9 @@ static int find_dead(const mori_window *w, mori_store *store, void *const *have,
   free(why);
   if (rc != 0) return rc == MORI_ETIMEDOUT ? 0 : rc;
   for (int r = 0; r < w->world_size; r++) {
-    if (r == w->rank || (have != NULL && have[r] != NULL) || dead_key(key, sizeof key, w, r) != 0)
+    /* a heal waits for the replacement of the rank whose death it answers */
+    if (r == w->rank || r == w->healing - 1 || (have != NULL && have[r] != NULL) ||
+        dead_key(key, sizeof key, w, r) != 0)
       continue;
     why = NULL;
     rc = mori__sealed_get(store, key, &why, &len, 0, "the launcher's notice of a death");
@@ -322,6 +348,12 @@ static int find_dead(const mori_window *w, mori_store *store, void *const *have,
     return 1;
   }
   return 0;
+}
+
+void mori__death_notice_clear(const mori_window *w, mori_store *store, int rank) {
+  char key[KEY_MAX];
+  if (store->remove == NULL || store->incarnation == NULL) return;
+  if (dead_key(key, sizeof key, w, rank) == 0) (void)store->remove(store, key);
 }
 
 /* MORI_EPEER if a peer published an abort for this rendezvous, or the

@@ -46,6 +46,15 @@ static int take_seq(const char *group, uint64_t *seq) {
   return 0;
 }
 
+int mori__group_next_seq(const char *group, uint64_t *next) {
+  pthread_mutex_lock(&mori__lock);
+  struct group_seq *g = group_seqs;
+  while (g != NULL && strcmp(g->name, group) != 0) g = g->next;
+  *next = g ? g->next_seq : 0;
+  pthread_mutex_unlock(&mori__lock);
+  return 0;
+}
+
 mori_window *mori__window_find(mori_block *b, const char *group) {
   for (mori_window *w = b->windows; w != NULL; w = w->next)
     if (strcmp(w->group, group) == 0) return w;
@@ -54,7 +63,7 @@ mori_window *mori__window_find(mori_block *b, const char *group) {
 
 /* ---- PUBLISH ---- */
 
-static int fill_request(const mori_window *w, const char *socket_name, mori_request *q) {
+int mori__fill_request(const mori_window *w, const char *socket_name, mori_request *q) {
   const mori_block *b = w->block;
   memset(q, 0, sizeof *q);
   q->rank = (uint32_t)w->rank;
@@ -144,10 +153,17 @@ static int step_bind(void *p) {
   return mori__ledger_add(&r->w->fsm, MORI_RES_CHANNEL, (uintptr_t)r->ch, 0, 0);
 }
 
+/* A replacement's rendezvous of a window the survivors heal runs in the
+ * heal's keys (heal.c); every other one as it is. */
+static int fill_request_or_heal(struct rendezvous *r) {
+  if (mori__replacement()) MORI_GUARD(mori__heal_join(r->w, r->store, r->timeout_ms));
+  return mori__fill_request(r->w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[r->w->rank]);
+}
+
 static int step_publish(void *p) {
   struct rendezvous *r = p;
   mori_window *w = r->w;
-  MORI_GUARD(fill_request(w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[w->rank]));
+  MORI_GUARD(fill_request_or_heal(r));
   return mori__publish_request(w, r->store, &r->reqs[w->rank]);
 }
 
@@ -165,6 +181,7 @@ static int step_validate(void *p) {
                        mori__probe_why(r->w->block->device));
   MORI_GUARD(rc);
   r->w->handle_type = (int)info.handle_type;
+  for (int k = 0; k < r->w->world_size; k++) r->w->pids[k] = r->reqs[k].pid;
   r->w->direct_access = info.world_within_direct_access;
   r->w->shared_device = info.shared_device;
   return 0;
@@ -237,9 +254,10 @@ static int step_reserve(void *p) {
   return mori__ledger_add(&w->fsm, MORI_RES_SPAN_RESERVATION, (uintptr_t)w->span, total, 0);
 }
 
-static char *slot_of(const mori_window *w, int rank) {
+char *mori__window_slot(const mori_window *w, int rank) {
   return (char *)w->span + (size_t)rank * w->stride;
 }
+#define slot_of mori__window_slot
 
 /* Each slot separately: one unmap per mapping at teardown, never one over
  * several (docs/quirks.md, unmap-multi).  The own slot maps the block's
@@ -353,8 +371,11 @@ static mori_window *window_new(mori_block *b, const char *group, int rank, int w
   w->id = next_window_id++;
   w->signal_slot = -1;
   w->group = mori_strdup(group);
-  w->buffer_ptrs = mori_calloc(2 * (size_t)world_size, sizeof(void *));
+  /* one allocation: the buffer pointers, the pad pointers, the pids */
+  w->buffer_ptrs = mori_calloc(1, 2 * (size_t)world_size * sizeof(void *) +
+                                      (size_t)world_size * sizeof *w->pids);
   w->pad_ptrs = w->buffer_ptrs ? w->buffer_ptrs + world_size : NULL;
+  w->pids = w->buffer_ptrs ? (uint32_t *)(w->buffer_ptrs + 2 * world_size) : NULL;
   size_t cells = b->signal_pad_size / 4;
   w->max_channels = (int)(cells / (size_t)world_size);
   mori_fsm_init(&w->fsm, MORI_FSM_WINDOW, rank, world_size);

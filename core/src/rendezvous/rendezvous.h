@@ -74,4 +74,32 @@ struct mori__abort_ctx {
 };
 int mori__channel_abort_check(void *ctx);
 
+/* ---- the rendezvous's parts a heal runs again (rendezvous.c) ---- */
+
+/* This rank's request for w, naming socket_name (the fd path's channel). */
+int mori__fill_request(const mori_window *w, const char *socket_name, mori_request *q);
+/* Rank's slot of w's span. */
+char *mori__window_slot(const mori_window *w, int rank);
+/* The sequence number the group's next rendezvous in this process takes. */
+int mori__group_next_seq(const char *group, uint64_t *next);
+
+/* ---- heals (heal.c) ---- */
+
+/* Whether this process was started in place of a dead rank
+ * (MORI_SYMM_REPLACEMENT=1, or mori_symm_set_replacement). */
+int mori__replacement(void);
+/* A replacement's rendezvous, before its request: learns the group's
+ * incarnation and, for a window the survivors heal, the heal's
+ * generation (w->heal_gen, which moves every key into the heal's) from
+ * the survivors' offer, waiting up to timeout_ms for it. */
+int mori__heal_join(mori_window *w, mori_store *store, int timeout_ms);
+/* mori_symm/<group>/heal/<rank>[/<seq>] (seq < 0: the group's part). */
+int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq);
+/* group_store.c: the group's incarnation is id, agreed (a replacement's,
+ * from the survivors' offer), so that no agreement runs for it. */
+int mori__incarnation_adopt(const char *group, const char *id);
+/* group_store.c: the launcher's notice of rank's death leaves the store
+ * (a heal replaced it; best effort). */
+void mori__death_notice_clear(const mori_window *w, mori_store *store, int rank);
+
 #endif

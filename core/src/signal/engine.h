@@ -84,6 +84,10 @@ struct mori__signal_engine {
    * teardown's synchronize): 0, or the error of a release the runtime
    * refused twice. */
   int (*release)(mori_window *w);
+  /* w's record of a failure in the engine is cleared, as if no call had
+   * run on w (a heal, once the device is idle and no call is on w): 0, or
+   * the error of the call that could not clear it. */
+  int (*reset)(mori_window *w);
   /* What the engine keeps for the process goes (release_all). */
   void (*release_all)(void);
   /* Adds its counts to out (mori_symm_signal_stats). */

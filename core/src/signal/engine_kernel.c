@@ -142,5 +142,19 @@ static void stats(mori_symm_signal_stats *out) {
   out->expired += __atomic_load_n(&counts.expired, __ATOMIC_RELAXED);
 }
 
+/* A heal: the failure words back to 0, as a kernel that never gave up
+ * leaves them (the device is idle: no kernel writes them now). */
+static int reset(mori_window *w) {
+  struct mori__signals *s = w->signals;
+  if (s->status == NULL) return 0;
+  hipStream_t svc = NULL;
+  size_t n = MORI_SIGNAL_STATUS_WORDS(w->world_size) * sizeof(uint32_t);
+  MORI_GUARD(mori__service_stream(w->block->device, &svc));
+  MORI_HIP("hipMemsetAsync", mori_hipMemsetAsync(s->status, 0, n, svc));
+  MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
+  s->status_seen = 0;
+  return 0;
+}
+
 const struct mori__signal_engine mori__signal_engine_kernel = {
-    "kernel", prepare, ready, run, failed, release, release_all, stats};
+    "kernel", prepare, ready, run, failed, release, reset, release_all, stats};

@@ -61,6 +61,7 @@
  */
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -490,6 +491,57 @@ int mori__signal_prepare(mori_window *w) {
   MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
   b->signal_slots_dirty &= ~bit;
   return 0;
+}
+
+/* torch's cells of rank `rank` in this rank's own pad (torch's pad is the
+ * first signal_pad_size bytes: per channel, one 32-bit cell per rank),
+ * read back, cleared and written again while nothing signals. */
+static int clear_torch_cells(mori_window *w, int rank) {
+  size_t n = w->block->signal_pad_size;
+  uint32_t *pad = mori_malloc(n);
+  if (pad == NULL) return mori__nomem("heal: %zu bytes of torch's signal pad", n);
+  int rc = 0;
+  hipError_t e = mori_hipMemcpy(pad, w->pad_ptrs[w->rank], n, hipMemcpyDeviceToHost);
+  if (e == hipSuccess) {
+    for (size_t c = (size_t)rank; c < n / 4; c += (size_t)w->world_size) pad[c] = 0;
+    e = mori_hipMemcpy(w->pad_ptrs[w->rank], pad, n, hipMemcpyHostToDevice);
+  }
+  if (e != hipSuccess) rc = mori__hip_error("hipMemcpy (torch's signal pad)", e);
+  free(pad);
+  return rc;
+}
+
+int mori__signal_heal(mori_window *w, int rank) {
+  struct mori__signals *s = w->signals;
+  if (s == NULL) return 0;
+  for (int e = 0; e < NENGINES; e++) MORI_GUARD(engines[e]->reset(w));
+  /* every count from 0 and every cell of the window's slot 0, on every
+   * rank, before the heal's barrier lets anyone signal again */
+  size_t cells = (size_t)w->max_channels * (size_t)w->world_size;
+  memset(s->barriers, 0, ((size_t)w->max_channels + 1) * sizeof *s->barriers);
+  memset(s->puts, 0, (cells + 1) * sizeof *s->puts);
+  memset(s->waits, 0, (cells + 1) * sizeof *s->waits);
+  hipStream_t svc = NULL;
+  MORI_GUARD(mori__service_stream(w->block->device, &svc));
+  MORI_GUARD(mori__block_zero(w->block, cell(w, w->rank, REGION_BARRIER, 0, 0),
+                              MORI_WIRE_SIGNAL_REGIONS * w->block->signal_pad_size, svc));
+  MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
+  MORI_GUARD(clear_torch_cells(w, rank));
+  s->failure[0] = '\0';
+  s->failed_rc = 0;
+  __atomic_store_n(&s->failed, 0, __ATOMIC_RELEASE);
+  return 0;
+}
+
+/* Replaces whatever failure the window had (a heal's failure is the one
+ * to report): the message first, then the flag, as the watchdog does. */
+void mori__signal_fail(const mori_window *w, int rc, const char *message) {
+  struct mori__signals *s = w->signals;
+  if (s == NULL) return;
+  __atomic_store_n(&s->failed, 0, __ATOMIC_RELEASE);
+  snprintf(s->failure, sizeof s->failure, "%s", message);
+  s->failed_rc = rc;
+  __atomic_store_n(&s->failed, 1, __ATOMIC_RELEASE);
 }
 
 /* The signal state's release also gives back what each engine keeps for

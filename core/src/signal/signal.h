@@ -14,6 +14,14 @@
  * barrier): its signal state (the SIGNAL_STATE entry), and its signal slot
  * zeroed if an earlier window used it. */
 int mori__signal_prepare(mori_window *w);
+/* A heal's new start (rendezvous/heal.c), on a window whose device is
+ * idle and on which no call runs: each engine's record of a failure
+ * cleared, every count back to 0, the window's slot of the own pad
+ * zeroed and torch's cells of `rank` (the replaced one) in it cleared. */
+int mori__signal_heal(mori_window *w, int rank);
+/* The window is failed for good with rc and message: every later signal
+ * call on it fails so (a failed heal); nothing if it has no signal state. */
+void mori__signal_fail(const mori_window *w, int rc, const char *message);
 /* Releases what each engine keeps for the process: the watchdog's thread
  * (release_all; the devices' events and modules go after it, with
  * mori__device_release_all). */

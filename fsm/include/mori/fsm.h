@@ -103,7 +103,14 @@ extern "C" {
   X(BUILD_TABLES) /* window: host and device pointer tables */                                    \
   X(BARRIER)      /* window: every rank mapped (store barrier) */                                 \
   X(RELEASE)      /* orderly teardown */                                                          \
-  X(FAIL)         /* an error: roll back */
+  X(FAIL)         /* an error: roll back */                                                       \
+  X(LOSE)         /* window heal: the dead rank's slot, import and fd given back */              \
+  X(REBIND)       /* window heal: a channel bound for the replacement's fd (fd path) */          \
+  X(REJOIN)       /* window heal: offer, requests published and gathered, the world checked */   \
+  X(REEXCHANGE)   /* window heal: the replacement's fd received; channel closed */               \
+  X(REMAP)        /* window heal: the replacement's handle imported, mapped at its slot */       \
+  X(RESYNC)       /* window heal: signals from 0 on every rank (store barrier) */                \
+  X(BREAK)        /* window heal: it failed; the window is failed for good */
 
 /*
  * The two machines, one line per step in the order a driver runs them:
@@ -170,6 +177,47 @@ extern "C" {
   X(TABLES_BUILT, BARRIER, MAPPED, RESTS, (NOTHING),                                              \
     "every rank has mapped (the store barrier): usable until its block's teardown releases it")
 
+/*
+ * A window's heal (rendezvous/heal.c): from MAPPED, after the death of one
+ * rank, back to MAPPED with the replacement's memory at that rank's slot,
+ * and every other entry of the ledger as it was.  The same columns as the
+ * steps above, and LESS(kind, n) / LESS_UP_TO(kind, n): the step gave
+ * back one rank's entry of that kind, leaving n (PEERS_LESS_1: world_size
+ * - 2).  The last step returns to MAPPED (MORI_HEAL_BACK); a heal that
+ * fails breaks the window (MORI_HEAL_BROKEN), whose ledger is whatever
+ * the heal left, until its teardown.  Entries a heal records go to their
+ * tier's place in the ledger (mori_fsm_push), so its reverse order stays
+ * a safe teardown.
+ */
+#define MORI_HEAL_STEPS(X)                                                                        \
+  X(MAPPED, LOSE, SLOT_LOST, PASSES,                                                              \
+    (LESS(IMPORTED_HANDLE, PEERS_LESS_1), LESS(SLOT_MAPPING, PEERS),                              \
+     LESS_UP_TO(RECEIVED_FD, PEERS_LESS_1)),                                                      \
+    "a rank died: its slot unmapped (the span stays reserved, every other slot mapped), the "     \
+    "handle imported from it released and its fd closed")                                         \
+  X(SLOT_LOST, REBIND, HEAL_BOUND, PASSES, (UP_TO(CHANNEL, 1)),                                   \
+    "a channel bound for the replacement's fd (the fd path)")                                     \
+  X(HEAL_BOUND, REJOIN, REJOINED, PASSES, (NOTHING),                                              \
+    "the offer and the own request in the heal's keys; every rank's request read; the world "     \
+    "is the window's, every survivor's part from the process it had")                             \
+  X(REJOINED, REEXCHANGE, REEXCHANGED, PASSES, (UP_TO(RECEIVED_FD, PEERS), ENDS(CHANNEL)),         \
+    "the own fd sent to the replacement and its fd received; the channel closed")                  \
+  X(REEXCHANGED, REMAP, HEALED, PASSES,                                                           \
+    (EXACTLY(IMPORTED_HANDLE, PEERS), EXACTLY(SLOT_MAPPING, RANKS)),                              \
+    "the replacement's handle imported and mapped at the dead rank's slot, access granted: "      \
+    "every slot at the address it had")
+/* HEALED -RESYNC-> MAPPED: the window's signals start over on every rank. */
+#define MORI_HEAL_BACK(X) X(HEALED, RESYNC, MAPPED)
+/* MAPPED (a heal failing at its first step) and any heal state -BREAK->
+ * BROKEN, which rests: its ledger anywhere between SLOT_LOST's and
+ * MAPPED's with a channel. */
+#define MORI_HEAL_BROKEN(X)                                                                       \
+  X(BROKEN,                                                                                       \
+    (BETWEEN(IMPORTED_HANDLE, PEERS_LESS_1, PEERS), BETWEEN(SLOT_MAPPING, PEERS, RANKS),           \
+     BETWEEN(RECEIVED_FD, 0, PEERS), BETWEEN(CHANNEL, 0, 1)),                                     \
+    "a heal failed: the window is failed for good (every later signal call and heal fails), "     \
+    "never half healed; its ledger is whatever the heal left, for its teardown")
+
 /* ---- what the lists make ---- */
 
 #define MORI__ENUM_RES(kind, ...) MORI_RES_##kind,
@@ -186,9 +234,11 @@ typedef enum mori_wevent { MORI_EVENTS(MORI__ENUM_EV) MORI_EV__COUNT } mori_weve
  * warning (-Wenum-conversion, and GCC's -Wenum-compare). */
 #define MORI__ENUM_BID(from, ev, to, ...) MORI__S_B_##to,
 #define MORI__ENUM_WID(from, ev, to, ...) MORI__S_W_##to,
+#define MORI__ENUM_WBROKEN(to, ...) MORI__S_W_##to,
 enum {
   MORI_FSM_INIT = 0,
-  MORI_BLOCK_STEPS(MORI__ENUM_BID) MORI_WINDOW_STEPS(MORI__ENUM_WID) MORI_FSM_RELEASED,
+  MORI_BLOCK_STEPS(MORI__ENUM_BID) MORI_WINDOW_STEPS(MORI__ENUM_WID)
+  MORI_HEAL_STEPS(MORI__ENUM_WID) MORI_HEAL_BROKEN(MORI__ENUM_WBROKEN) MORI_FSM_RELEASED,
   MORI_FSM_FAILED,
   MORI_FSM_NSTATES
 };
@@ -201,9 +251,11 @@ typedef enum mori_bstate {
 } mori_bstate;
 
 #define MORI__ENUM_WS(from, ev, to, ...) MORI_WS_##to = MORI__S_W_##to,
+#define MORI__ENUM_WSBROKEN(to, ...) MORI_WS_##to = MORI__S_W_##to,
 typedef enum mori_wstate {
   MORI_WS_INIT = MORI_FSM_INIT,
-  MORI_WINDOW_STEPS(MORI__ENUM_WS) MORI_WS_RELEASED = MORI_FSM_RELEASED,
+  MORI_WINDOW_STEPS(MORI__ENUM_WS) MORI_HEAL_STEPS(MORI__ENUM_WS)
+  MORI_HEAL_BROKEN(MORI__ENUM_WSBROKEN) MORI_WS_RELEASED = MORI_FSM_RELEASED,
   MORI_WS_FAILED = MORI_FSM_FAILED
 } mori_wstate;
 
@@ -348,9 +400,10 @@ int mori_fsm_write_table(FILE *out, const char *name);
     "its rendezvous runs on one thread, outside the lock; not handed out, so no reference or "    \
     "call names it and its block's list does not hold it (block->opening does); its machine "     \
     "anywhere from INIT to MAPPED, or FAILED once rolled back")                                   \
-  X(OPEN, (ANY, ANY, SOME, SOME, WS(MAPPED)),                                                     \
-    "usable: it serves calls, each holding a temporary reference (busy) while it runs")           \
-  X(CLOSING, (ANY, NONE, SOME, SOME, WS(MAPPED) | WS(RELEASED)),                                  \
+  X(OPEN, (ANY, ANY, SOME, SOME, WS(MAPPED) | MORI__WS_HEALING | WS(BROKEN)),                     \
+    "usable: it serves calls, each holding a temporary reference (busy) while it runs; its "      \
+    "machine MAPPED, in a heal, or BROKEN by one that failed")                                    \
+  X(CLOSING, (ANY, NONE, SOME, SOME, WS(MAPPED) | WS(BROKEN) | WS(RELEASED)),                     \
     "its block's teardown claimed it when no call was in progress and refuses every call "        \
     "since; outside the lock, the teardown moves its machine from MAPPED to RELEASED")            \
   X(CLOSED, (ANY, NONE, NONE, NONE, WS(INIT) | WS(RELEASED) | WS(FAILED)),                        \

@@ -1,0 +1,423 @@
+/*
+ * heal.c - a window heals after one of its ranks died: a replacement
+ * process, started as that rank, makes the group's rendezvous as any rank
+ * does, and each survivor heals its window with mori_window_heal.  The
+ * survivor keeps everything it had (its span at the same address, its own
+ * memory, its mappings of the other live ranks, its device tables and so
+ * every pointer and captured graph that names them); only the dead rank's
+ * slot is given back and mapped again from the replacement's memory, and
+ * the window's signal state starts over, the same on every rank.
+ *
+ * The replacement learns where to join from the survivors' offer: under
+ * mori_symm/<group>/heal/<rank> the group's incarnation and how far its
+ * sequence has come, and under .../heal/<rank>/<seq> the generation of the
+ * heal of window <seq>.  Its rendezvous of a sequence number below that
+ * runs in the heal's keys (mori_symm/<group>/<incarnation>/<seq>.<gen>/...,
+ * see mori__store_key), where the survivors publish their requests again;
+ * the offer carries no authority: the replacement's request passes every
+ * check a first peer's does (validation, the fd channel's proof of
+ * possession and credentials, the job's seal).
+ *
+ * Only the dead are replaced: a survivor heals rank k only once k's
+ * process, as its request named it, is gone from this host, and it takes
+ * from the heal's requests a new handle for rank k alone, checking that
+ * every other rank's request comes from the process it had before.
+ */
+#include "rendezvous.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mori/channel.h"
+#include "mori/protocol.h"
+#include "mori/values.h"
+
+#define KEY_MAX (MORI_STORE_KEY_MAX + 1)
+
+/* ---- the offer ---- */
+
+int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq) {
+  int len = seq < 0 ? snprintf(out, n, "mori_symm/%s/heal/%d", group, rank)
+                    : snprintf(out, n, "mori_symm/%s/heal/%d/%lld", group, rank, seq);
+  if (len < 0 || (size_t)len >= n)
+    return mori__error(MORI_ERANGE, "heal: a store key would be longer than %zu bytes", n - 1);
+  return 0;
+}
+
+/* The group's part of the offer (its incarnation, and the sequence
+ * number its next rendezvous takes) and the window's (the generation of
+ * its heal), published by the lowest surviving rank. */
+static int publish_offer(mori_window *w, mori_store *store, int dead, uint64_t next_seq) {
+  char key[KEY_MAX], value[128];
+  int n = snprintf(value, sizeof value, "%s %llu", w->incarnation, (unsigned long long)next_seq);
+  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, dead, -1));
+  MORI_GUARD(mori__sealed_set(store, key, value, (size_t)n));
+  n = snprintf(value, sizeof value, "%d", w->heal_gen);
+  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, dead, (long long)w->seq));
+  return mori__sealed_set(store, key, value, (size_t)n);
+}
+
+static void remove_offer(mori_window *w, mori_store *store, int dead) {
+  char key[KEY_MAX];
+  if (store->remove == NULL) return;
+  if (mori__heal_offer_key(key, sizeof key, w->group, dead, (long long)w->seq) == 0)
+    (void)store->remove(store, key);
+}
+
+/* ---- the replacement ---- */
+
+static int replacement_set = -1; /* mori_symm_set_replacement; -1: the environment says */
+
+void mori_symm_set_replacement(int on) {
+  __atomic_store_n(&replacement_set, on ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+int mori__replacement(void) {
+  int set = __atomic_load_n(&replacement_set, __ATOMIC_ACQUIRE);
+  if (set >= 0) return set;
+  long long on = 0;
+  char why[160];
+  /* anything but 0 or 1 was refused by mori__env_switches_check already */
+  return mori_env_int("MORI_SYMM_REPLACEMENT", 0, 1, 0, &on, why, sizeof why) == 0 && on == 1;
+}
+
+/* What a replacement learned of a group from the survivors' offer, once
+ * per group and process: the incarnation, and the sequence number below
+ * which the group's windows are healed, not made anew. */
+struct heal_group {
+  struct heal_group *next;
+  uint64_t next_seq;
+  char incarnation[65];
+  char name[];
+};
+static struct heal_group *heal_groups;
+static pthread_mutex_t heal_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int plain_id(const char *s, size_t n) {
+  if (n == 0 || n > 64) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+          (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '-' || s[i] == '_'))
+      return 0;
+  return 1;
+}
+
+/* "<incarnation> <next seq>", sealed, at mori_symm/<group>/heal/<rank>. */
+static int read_group_offer(const mori_window *w, mori_store *store, int timeout_ms,
+                            struct heal_group *g) {
+  char key[KEY_MAX], text[128];
+  void *v = NULL;
+  size_t len = 0;
+  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->rank, -1));
+  int rc = mori__sealed_get(store, key, &v, &len, timeout_ms, "the survivors' offer");
+  if (rc == MORI_ETIMEDOUT)
+    return mori__error(MORI_ETIMEDOUT,
+                       "heal: no survivor of group %s offered rank %d's place within %d ms "
+                       "(%s): this process was started as a replacement (MORI_SYMM_REPLACEMENT)",
+                       w->group, w->rank, timeout_ms, key);
+  MORI_GUARD(rc);
+  snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), (char *)v);
+  free(v);
+  char *space = strchr(text, ' '), *end = NULL;
+  unsigned long long next = space ? strtoull(space + 1, &end, 10) : 0;
+  if (space == NULL || !plain_id(text, (size_t)(space - text)) || end == space + 1 || *end != '\0')
+    return mori__error(MORI_EPROTO, "heal: the survivors' offer at %s is malformed", key);
+  *space = '\0';
+  snprintf(g->incarnation, sizeof g->incarnation, "%s", text);
+  g->next_seq = next;
+  return 0;
+}
+
+/* The generation of the heal of window <seq>, at .../heal/<rank>/<seq>. */
+static int read_window_offer(mori_window *w, mori_store *store, int timeout_ms) {
+  char key[KEY_MAX], text[32];
+  void *v = NULL;
+  size_t len = 0;
+  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->rank, (long long)w->seq));
+  int rc = mori__sealed_get(store, key, &v, &len, timeout_ms, "the survivors' offer");
+  if (rc == MORI_ETIMEDOUT)
+    return mori__error(MORI_ETIMEDOUT,
+                       "heal: the survivors of group %s did not offer window %llu to rank %d "
+                       "within %d ms (%s)",
+                       w->group, (unsigned long long)w->seq, w->rank, timeout_ms, key);
+  MORI_GUARD(rc);
+  snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), (char *)v);
+  free(v);
+  long long gen = 0;
+  char why[160];
+  if (mori_value_int(text, 1, 1000000, &gen, why, sizeof why) != 0)
+    return mori__error(MORI_EPROTO, "heal: the survivors' offer at %s: %s", key, why);
+  w->heal_gen = (int)gen;
+  return 0;
+}
+
+int mori__heal_join(mori_window *w, mori_store *store, int timeout_ms) {
+  pthread_mutex_lock(&heal_lock);
+  struct heal_group *g = heal_groups;
+  while (g != NULL && strcmp(g->name, w->group) != 0) g = g->next;
+  pthread_mutex_unlock(&heal_lock);
+  if (g == NULL) {
+    size_t n = strlen(w->group) + 1;
+    struct heal_group *fresh = mori_calloc(1, sizeof *fresh + n);
+    if (fresh == NULL) return mori__nomem("heal");
+    memcpy(fresh->name, w->group, n);
+    int rc = read_group_offer(w, store, timeout_ms, fresh);
+    if (rc == 0) rc = mori__incarnation_adopt(w->group, fresh->incarnation);
+    if (rc != 0) {
+      free(fresh);
+      return rc;
+    }
+    pthread_mutex_lock(&heal_lock);
+    fresh->next = heal_groups;
+    heal_groups = g = fresh;
+    pthread_mutex_unlock(&heal_lock);
+    MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
+             "group %s: replacing rank %d, incarnation %s, windows below %llu healed", w->group,
+             w->rank, g->incarnation, (unsigned long long)g->next_seq);
+  }
+  if (w->seq >= g->next_seq) return 0; /* a window the survivors make anew too */
+  return read_window_offer(w, store, timeout_ms);
+}
+
+/* ---- the evidence ---- */
+
+/* Whether the process a request named is gone from this host: no such
+ * process, or one that has exited and waits to be reaped. */
+static int process_gone(uint32_t pid) {
+  if (pid == 0) return 0;
+  if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+  char path[64], stat[256];
+  snprintf(path, sizeof path, "/proc/%u/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return errno == ENOENT;
+  size_t n = fread(stat, 1, sizeof stat - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char *close_paren = strrchr(stat, ')');
+  return close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z';
+}
+
+static int check_dead(const mori_window *w, int dead) {
+  if (dead < 0 || dead >= w->world_size)
+    return mori__error(MORI_ERANGE, "heal: rank %d is not in a world of %d", dead, w->world_size);
+  if (dead == w->rank)
+    return mori__error(MORI_EINVAL, "heal: rank %d is this rank, which is alive", dead);
+  if (w->handle_type != hipMemHandleTypePosixFileDescriptor)
+    return mori__error(MORI_ENOTSUP,
+                       "heal: only a world on one host (the fd path) can tell that rank %d's "
+                       "process is gone",
+                       dead);
+  if (!process_gone(w->pids[dead]))
+    return mori__error(MORI_ESTATE,
+                       "heal: rank %d's process (pid %u) is alive; only a rank whose process "
+                       "is gone can be replaced",
+                       dead, w->pids[dead]);
+  return 0;
+}
+
+/* ---- the steps ---- */
+
+struct heal {
+  mori_window *w;
+  mori_store *store;
+  int dead;
+  mori_request *reqs;
+  mori_channel *ch;
+  int timeout_ms;
+};
+
+/* The device finishes what it had queued on the dead rank's slot before
+ * the slot goes; then its mapping, the handle imported from it and the fd
+ * it came by are given back, in the reverse of their acquisition. */
+static int drop_slot(struct heal *h) {
+  mori_window *w = h->w;
+  uintptr_t v = 0;
+  MORI_HIP("hipSetDevice", mori_hipSetDevice(w->block->device));
+  MORI_HIP("hipDeviceSynchronize", mori_hipDeviceSynchronize());
+  MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_SLOT_MAPPING, h->dead, &v));
+  MORI_GUARD(mori__ledger_drop(&w->fsm, MORI_RES_SLOT_MAPPING, v));
+  MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_IMPORTED_HANDLE, h->dead, &v));
+  MORI_GUARD(mori__ledger_drop(&w->fsm, MORI_RES_IMPORTED_HANDLE, v));
+  if (mori__ledger_find(&w->fsm, MORI_RES_RECEIVED_FD, h->dead, &v) == 0)
+    MORI_GUARD(mori__ledger_drop(&w->fsm, MORI_RES_RECEIVED_FD, v));
+  return 0;
+}
+
+static int bind_channel(struct heal *h) {
+  MORI_GUARD(mori_channel_open(h->w->seq, &h->ch));
+  return mori__ledger_add(&h->w->fsm, MORI_RES_CHANNEL, (uintptr_t)h->ch, 0, 0);
+}
+
+/* The lowest surviving rank offers the dead rank's place; every survivor
+ * publishes its request again, in the heal's keys. */
+static int publish(struct heal *h, uint64_t next_seq) {
+  mori_window *w = h->w;
+  int leader = w->rank == 0 || (h->dead == 0 && w->rank == 1);
+  if (leader) MORI_GUARD(publish_offer(w, h->store, h->dead, next_seq));
+  mori_request *q = &h->reqs[w->rank];
+  MORI_GUARD(mori__fill_request(w, mori_channel_name(h->ch), q));
+  /* The replacement takes the lowest slot nobody uses: this window's. */
+  q->signal_slots_used = ((1u << MORI_WIRE_SIGNAL_SLOTS) - 1) & ~(1u << w->signal_slot);
+  return mori__publish_request(w, h->store, q);
+}
+
+/* The heal's world must be the window's: the same sizes and handle type,
+ * every survivor's request from the process it had, the dead rank's from
+ * another. */
+static int validate(struct heal *h) {
+  mori_window *w = h->w;
+  mori_world_info info;
+  MORI_GUARD(mori_validate_world(h->reqs, w->world_size, w->rank, &info));
+  for (int r = 0; r < w->world_size; r++) {
+    const mori_request *q = &h->reqs[r];
+    if (q->alloc_size != w->stride || (int)q->handle_type != w->handle_type)
+      return mori__error(MORI_EMISMATCH,
+                         "heal: rank %d's allocation (%llu bytes, handle type %u) is not the "
+                         "window's (%zu bytes, handle type %d)",
+                         r, (unsigned long long)q->alloc_size, q->handle_type, w->stride,
+                         w->handle_type);
+    if (r != h->dead && q->pid != w->pids[r])
+      return mori__error(MORI_EAUTH,
+                         "heal: rank %d's request comes from pid %u, not from pid %u, the "
+                         "process it had: only the dead rank %d is replaced",
+                         r, q->pid, w->pids[r], h->dead);
+  }
+  if (h->reqs[h->dead].pid == w->pids[h->dead])
+    return mori__error(MORI_EAUTH, "heal: the replacement of rank %d names the dead process %u",
+                       h->dead, w->pids[h->dead]);
+  return 0;
+}
+
+/* The own fd goes to the replacement alone, and its fd comes back. */
+static int exchange(struct heal *h) {
+  mori_window *w = h->w;
+  int *fds = mori_malloc((size_t)w->world_size * sizeof *fds);
+  uint8_t *with = mori_calloc((size_t)w->world_size, 1);
+  int rc = fds && with ? 0 : mori__nomem("heal");
+  if (rc == 0) {
+    with[h->dead] = 1;
+    struct mori__abort_ctx actx = {w, h->store};
+    mori_channel_set_abort_check(h->ch, mori__channel_abort_check, &actx);
+    rc = mori_channel_exchange_with(h->ch, h->reqs, w->world_size, w->rank, w->seq,
+                                    w->block->exported_fd, fds, h->timeout_ms, with);
+  }
+  if (rc == 0)
+    rc = mori__ledger_add(&w->fsm, MORI_RES_RECEIVED_FD, (uintptr_t)fds[h->dead], 0, h->dead);
+  free(fds);
+  free(with);
+  MORI_GUARD(rc);
+  if (mori_fsm_forget(&w->fsm, MORI_RES_CHANNEL, (uintptr_t)h->ch) != 0)
+    return mori__error(MORI_ESTATE, "ledger: %s", w->fsm.why);
+  mori_channel_close(h->ch);
+  h->ch = NULL;
+  return 0;
+}
+
+/* The replacement's memory, at the dead rank's address. */
+static int map_slot(struct heal *h) {
+  mori_window *w = h->w;
+  int k = h->dead;
+  uintptr_t fd = 0;
+  hipMemGenericAllocationHandle_t handle;
+  MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_RECEIVED_FD, k, &fd));
+  hipError_t e = mori_hipMemImportFromShareableHandle(&handle, (void *)fd,
+                                                      (hipMemAllocationHandleType)w->handle_type);
+  if (e != hipSuccess) {
+    mori__hip_error("hipMemImportFromShareableHandle", e);
+    mori__error_prefix("import from rank %d: ", k);
+    return MORI_EHIP;
+  }
+  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_IMPORTED_HANDLE, (uintptr_t)handle, 0, k));
+  char *slot = mori__window_slot(w, k);
+  MORI_HIP("hipMemMap", mori_hipMemMap(slot, w->stride, 0, handle, 0));
+  MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_SLOT_MAPPING, (uintptr_t)slot, w->stride, k));
+  hipMemAccessDesc access = {{hipMemLocationTypeDevice, w->block->device},
+                             hipMemAccessFlagsProtReadWrite};
+  MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot, w->stride, &access, 1));
+  return 0;
+}
+
+/* The event that ends a step of the heal (fsm.h, MORI_HEAL_STEPS): the
+ * machine checks the ledger against the state it enters. */
+static int fire(mori_window *w, mori_wevent ev) {
+  if (mori_fsm_fire(&w->fsm, ev) != 0) return mori__error(MORI_ESTATE, "%s", w->fsm.why);
+  return 0;
+}
+
+static int rejoin(struct heal *h, uint64_t next_seq) {
+  MORI_GUARD(publish(h, next_seq));
+  MORI_GUARD(mori__gather_requests(h->w, h->store, h->reqs, h->timeout_ms));
+  return validate(h);
+}
+
+static int resync(struct heal *h) {
+  MORI_GUARD(mori__signal_heal(h->w, h->dead));
+  return mori__store_barrier(h->w, h->store, "mapped", h->timeout_ms);
+}
+
+/* Each step, then its event; a failure names the step, and the window
+ * breaks (BROKEN: failed for good, its ledger kept for the teardown). */
+static int heal_run(struct heal *h, uint64_t next_seq) {
+  mori_window *w = h->w;
+  const char *step = "lose the slot";
+  int rc = drop_slot(h);
+  if (rc == 0) rc = fire(w, MORI_EV_LOSE);
+  if (rc == 0 && (step = "bind")) rc = bind_channel(h);
+  if (rc == 0) rc = fire(w, MORI_EV_REBIND);
+  if (rc == 0 && (step = "rejoin")) rc = rejoin(h, next_seq);
+  if (rc == 0) rc = fire(w, MORI_EV_REJOIN);
+  if (rc == 0 && (step = "exchange")) rc = exchange(h);
+  if (rc == 0) rc = fire(w, MORI_EV_REEXCHANGE);
+  if (rc == 0 && (step = "map")) rc = map_slot(h);
+  if (rc == 0) rc = fire(w, MORI_EV_REMAP);
+  if (rc == 0 && (step = "resynchronize")) rc = resync(h);
+  if (rc == 0) rc = fire(w, MORI_EV_RESYNC);
+  if (rc == 0) return 0;
+  mori__error_prefix("heal step %s: ", step);
+  if (mori_fsm_fire(&w->fsm, MORI_EV_BREAK) != 0)
+    mori__error_suffix(" (and the window machine did not break: %s)", w->fsm.why);
+  return rc;
+}
+
+int mori_window_heal(mori_window *w, int dead, mori_store *store) {
+  MORI_GUARD(mori__window_enter(w, "heal"));
+  int rc = store == NULL ? mori__error(MORI_EINVAL, "heal: NULL store")
+           : w->heal_failed
+               ? mori__error(MORI_ESTATE, "heal: an earlier heal of this window failed; it is "
+                                          "failed for good")
+               : check_dead(w, dead);
+  uint64_t next_seq = 0;
+  if (rc == 0) rc = mori__group_next_seq(w->group, &next_seq);
+  struct heal h = {w, store, dead, NULL, NULL, mori_symm_timeout_ms()};
+  if (rc == 0) {
+    h.reqs = mori_calloc((size_t)w->world_size, sizeof *h.reqs);
+    rc = h.reqs ? 0 : mori__nomem("heal");
+  }
+  if (rc == 0) {
+    w->heal_gen++;
+    w->healing = 1 + dead;
+    rc = heal_run(&h, next_seq);
+    w->healing = 0;
+    if (rc == 0) {
+      w->pids[dead] = h.reqs[dead].pid;
+      mori__death_notice_clear(w, store, dead);
+      mori__store_cleanup(w, store);
+      remove_offer(w, store, dead);
+      MORI_LOG(MORI_LOG_INFO, w->rank, w->id, "group %s: healed rank %d (pid %u), generation %d",
+               w->group, dead, w->pids[dead], w->heal_gen);
+    } else {
+      /* what the heal acquired stays in the ledger, for the teardown */
+      w->heal_failed = 1;
+      mori__publish_abort(w, store);
+      mori__error_prefix("rank %d group %s window %ld: heal of rank %d failed: ", w->rank,
+                         w->group, w->id, dead);
+      /* never half healed: the window is failed for good */
+      mori__signal_fail(w, MORI_ESTATE, mori_last_error());
+    }
+  }
+  free(h.reqs);
+  return mori__window_leave(w, rc);
+}

@@ -1,0 +1,229 @@
+/*
+ * test_heal.c - a window heals: rank DEAD of four dies after a barrier and
+ * a captured graph; a new process takes its place (this program again,
+ * exec'd with --replacement, so that it holds nothing of the dead one) and
+ * rendezvouses as rank DEAD does; each survivor heals its window with
+ * mori_window_heal.  Afterwards, on every survivor: the pointer tables are
+ * the ones it had, its own data and the live peers' data are as they were,
+ * the replacement's data is at the dead rank's slot, eager barriers and a
+ * put/wait ring pass among all four, and the graph captured before the
+ * death replays; at the end the shim's registry is at 0 everywhere.
+ *
+ * Also: a heal of a live rank is refused (its process is there) and
+ * changes nothing.
+ */
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "signal_rounds.h"
+
+#define WORLD 4
+#define DEAD 2
+#define WORDS 64
+#define CH 1
+
+static uint32_t pattern(int rank, int life, int i) {
+  return 0xa5000000u ^ (uint32_t)(life << 20) ^ (uint32_t)(rank << 12) ^ (uint32_t)i;
+}
+
+/* The pattern lives in words [16, 16 + WORDS) of each buffer; word 0 is the
+ * rounds' word. */
+static int fill(void *base, int rank, int life) {
+  uint32_t words[WORDS];
+  for (int i = 0; i < WORDS; i++) words[i] = pattern(rank, life, i);
+  return mori_symm_memcpy((uint32_t *)base + 16, words, sizeof words);
+}
+
+static int differs(const void *p, int rank, int life) {
+  uint32_t words[WORDS];
+  if (mori_symm_memcpy(words, (const uint32_t *)p + 16, sizeof words) != 0) return -1;
+  for (int i = 0; i < WORDS; i++)
+    if (words[i] != pattern(rank, life, i)) return i + 1;
+  return 0;
+}
+
+static int replay(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_sim_graph *g,
+                  char *msg, size_t msglen);
+
+/* What every rank does once the window is whole again: rounds of eager
+ * barriers, a put/wait ring, and the graph (NULL: none) replayed. */
+static int after_heal(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_sim_graph *g,
+                      char *msg, size_t msglen) {
+  for (int p = 0; p < WORLD; p++) {
+    int d = differs(mori_window_buffer_ptrs(w)[p], p, p == DEAD ? 1 : 0);
+    CHECK(d == 0, "rank %d's data after the heal: word %d differs", p, d - 1);
+  }
+  if (ordered_rounds(ctx, w, 0, 20, msg, msglen)) return 1;
+  int next = (ctx->rank + 1) % WORLD, prev = (ctx->rank + WORLD - 1) % WORLD;
+  for (int i = 1; i <= 5; i++) {
+    CHECK(put_word(w, next, 1 + ctx->rank, (uint32_t)(100 * i + ctx->rank)) == 0, "write");
+    CHECK(mori_window_put_signal(w, next, 2, NULL, 10000) == 0, "put %d: %s", i, mori_last_error());
+    CHECK(mori_window_wait_signal(w, prev, 2, NULL, 10000) == 0, "wait %d: %s", i,
+          mori_last_error());
+    CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+    CHECK(get_word(w, ctx->rank, 1 + prev) == (uint32_t)(100 * i + prev), "ring %d: %u", i,
+          get_word(w, ctx->rank, 1 + prev));
+    CHECK(mori_window_barrier(w, 2, NULL, 10000) == 0, "ring barrier: %s", mori_last_error());
+  }
+  return g != NULL ? replay(ctx, w, s, g, msg, msglen) : 0;
+}
+
+/* The graph of a bounded barrier, a put to the next rank and a wait for
+ * the previous one, all on CH. */
+static int capture(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_sim_graph **g,
+                   char *msg, size_t msglen) {
+  int next = (ctx->rank + 1) % WORLD, prev = (ctx->rank + WORLD - 1) % WORLD;
+  CHECK(mori_sim_begin_capture(s) == hipSuccess, "capture: %s", mori_shim_message());
+  CHECK(mori_window_barrier(w, CH, s, 1000) == 0, "captured barrier: %s", mori_last_error());
+  CHECK(mori_window_put_signal(w, next, CH, s, 0) == 0, "captured put: %s", mori_last_error());
+  CHECK(mori_window_wait_signal(w, prev, CH, s, 0) == 0, "captured wait: %s", mori_last_error());
+  CHECK(mori_sim_end_capture(s, g) == hipSuccess, "end capture: %s", mori_shim_message());
+  return 0;
+}
+
+/* Every rank replays its graph: the survivors the one captured before
+ * the death, the replacement its own, captured after the heal. */
+static int replay(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_sim_graph *g,
+                  char *msg, size_t msglen) {
+  for (int i = 1; i <= 10; i++) {
+    CHECK(put_word(w, ctx->rank, 0, (uint32_t)(1000 + i)) == 0, "write");
+    CHECK(mori_sim_graph_launch(g, s) == hipSuccess, "replay %d: %s", i, mori_shim_message());
+    CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync: %s", mori_shim_message());
+    for (int p = 0; p < WORLD; p++)
+      CHECK(get_word(w, p, 0) == (uint32_t)(1000 + i), "replay %d: rank %d's word is %u", i, p,
+            get_word(w, p, 0));
+    CHECK(mori_window_barrier(w, CH, s, 10000) == 0, "eager barrier %d: %s", i, mori_last_error());
+    CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  }
+  return 0;
+}
+
+/* The replacement: a fresh process, rank DEAD of the same group. */
+static int replacement_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s = NULL;
+  mori_sim_graph *g = NULL;
+  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  CHECK(fill(base, ctx->rank, 1) == 0, "fill: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, "job", ctx->rank, WORLD, ctx->store, &w, NULL) == 0,
+        "replacement's rendezvous: %s", mori_last_error());
+  if (after_heal(ctx, w, NULL, NULL, msg, msglen)) return 1;
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  if (capture(ctx, w, s, &g, msg, msglen) || replay(ctx, w, s, g, msg, msglen)) return 1;
+  mori_sim_graph_destroy(g);
+  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "replacement");
+}
+
+/* Started by the dying rank: this program again, as a fresh process. */
+static int replacement_main(const char *dir, const char *incarnation) {
+  char msg[1024] = "";
+  mori_store *store = NULL;
+  setenv("MORI_SYMM_REPLACEMENT", "1", 1);
+  if (mori_file_store_open(dir, &store) != 0) return 2;
+  store->incarnation = incarnation;
+  mori_rank_ctx ctx = {DEAD, WORLD, store, dir, NULL, incarnation};
+  int rc = replacement_rank(&ctx, msg, sizeof msg);
+  (void)store->set(store, "test_heal/replacement", msg, strlen(msg) + 1);
+  store->destroy(store);
+  return rc;
+}
+
+static void start_replacement(const mori_rank_ctx *ctx) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* a grandchild: the replacement outlives the rank that started it */
+    if (fork() != 0) _exit(0);
+    execl("/proc/self/exe", "test_heal", "--replacement", ctx->store_dir, ctx->incarnation,
+          (char *)NULL);
+    _exit(127);
+  }
+  if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  hipStream_t s = NULL;
+  mori_sim_graph *g = NULL;
+  if (open_window(ctx, "job", &base, &w, msg, msglen)) return 1;
+  CHECK(fill(base, ctx->rank, 0) == 0, "fill: %s", mori_last_error());
+  CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
+  CHECK(mori_window_barrier(w, 0, s, 10000) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  if (capture(ctx, w, s, &g, msg, msglen)) return 1;
+  void *ptrs[WORLD], *pads[WORLD], *ptrs_dev = mori_window_buffer_ptrs_dev(w);
+  memcpy(ptrs, mori_window_buffer_ptrs(w), sizeof ptrs);
+  memcpy(pads, mori_window_signal_pad_ptrs(w), sizeof pads);
+  CHECK(mori_window_barrier(w, 0, s, 10000) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
+  if (ctx->rank == DEAD) {
+    start_replacement(ctx);
+    raise(SIGKILL);
+  }
+
+  /* A live rank cannot be replaced, and trying changes nothing. */
+  int live = (ctx->rank + 1) % WORLD == DEAD ? (ctx->rank + 2) % WORLD : (ctx->rank + 1) % WORLD;
+  CHECK(mori_window_heal(w, live, ctx->store) == MORI_ESTATE &&
+            strstr(mori_last_error(), "is alive") != NULL,
+        "heal of live rank %d: %s", live, mori_last_error());
+
+  /* The survivors heal once the dead rank's process is gone. */
+  int rc = MORI_ESTATE;
+  for (int i = 0; i < 1000 && rc == MORI_ESTATE; i++) {
+    rc = mori_window_heal(w, DEAD, ctx->store);
+    if (rc == MORI_ESTATE && strstr(mori_last_error(), "is alive") != NULL) sleep_ms(10);
+    else break;
+  }
+  CHECK(rc == 0, "heal: %s", mori_last_error());
+  CHECK(memcmp(ptrs, mori_window_buffer_ptrs(w), sizeof ptrs) == 0 &&
+            memcmp(pads, mori_window_signal_pad_ptrs(w), sizeof pads) == 0 &&
+            ptrs_dev == mori_window_buffer_ptrs_dev(w),
+        "the pointer tables moved");
+  CHECK(differs(base, ctx->rank, 0) == 0, "own data changed by the heal");
+  if (after_heal(ctx, w, s, g, msg, msglen)) return 1;
+  mori_sim_graph_destroy(g);
+  CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
+  /* the replacement's verdict */
+  void *v = NULL;
+  size_t len = 0;
+  CHECK(ctx->store->get(ctx->store, "test_heal/replacement", &v, &len, 60000) == 0,
+        "the replacement said nothing: %s", mori_last_error());
+  int ok = len > 3 && memcmp(v, "ok ", 3) == 0;
+  snprintf(msg, msglen, "replacement: %.200s", (char *)v);
+  free(v);
+  if (!ok) return 1;
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "heal");
+}
+
+static void a_replacement_rejoins_and_the_survivors_keep_everything(void **state) {
+  (void)state;
+  mori_rank_result res[WORLD];
+  memset(res, 0, sizeof res);
+  (void)mori_launch(WORLD, heal_rank, NULL, 120000, res);
+  for (int r = 0; r < WORLD; r++) {
+    int ok = r == DEAD ? res[r].signal == SIGKILL : (res[r].exit_code == 0 && !res[r].signal);
+    if (!ok || res[r].hung)
+      print_error("rank %d: exit %d signal %d hung %d: %s\n", r, res[r].exit_code, res[r].signal,
+                  res[r].hung, res[r].msg);
+    assert_false(res[r].hung);
+    assert_true(ok);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--replacement") == 0)
+    return replacement_main(argv[2], argv[3]);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_replacement_rejoins_and_the_survivors_keep_everything),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
