@@ -14,8 +14,6 @@
 
 #define MiB (1u << 20)
 
-#define finish ranks_finish
-
 /* The end of every failure test: the rendezvous returned rc, which must be
  * one of the two codes (want2 0 for one), with a message containing
  * needle; then the block frees and nothing is left. */
@@ -32,15 +30,16 @@ static int expect_failure(const mori_rank_ctx *ctx, int rc, int want1, int want2
              mori_last_error());
     return 1;
   }
-  if (mori_symm_free(base) != 0) {
-    snprintf(msg, msglen, "rank %d %s: free: %s", ctx->rank, what, mori_last_error());
-    return 1;
-  }
-  return finish(fds0, msg, msglen, what);
+  return ranks_end(ctx, msg, msglen, fds0, base, what);
 }
 
-static int setup_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+/* One signal around the ring on channel: put to the next rank, wait for
+ * the previous one's. */
+static int ring_signal(const mori_rank_ctx *ctx, mori_window *w, int channel, char *msg,
+                       size_t msglen) {
+  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  CHECK(mori_window_put_signal(w, next, channel, NULL, 0) == 0, "put: %s", mori_last_error());
+  CHECK(mori_window_wait_signal(w, prev, channel, NULL, 0) == 0, "wait: %s", mori_last_error());
   return 0;
 }
 
@@ -66,12 +65,11 @@ static int check_peer_access(const mori_rank_ctx *ctx, mori_window *w, char *msg
 }
 
 static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL;
   size_t off = 99;
-  CHECK(mori_symm_alloc(3 * MiB + 5, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, 3 * MiB + 5, &base, NULL, NULL)) return 1;
   CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, &off) == 0,
         "rendezvous: %s", mori_last_error());
   CHECK(off == 0, "offset %zu", off);
@@ -92,20 +90,16 @@ static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(back == mark, "own slot in the span reads 0x%08x, not the mark 0x%08x", back, mark);
   if (check_peer_access(ctx, w, msg, msglen)) return 1;
   /* put/wait around the ring, several rounds, on two channels */
-  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
   for (int round = 0; round < 3; round++)
-    for (int ch = 1; ch < 3; ch++) {
-      CHECK(mori_window_put_signal(w, next, ch, NULL, 0) == 0, "put: %s", mori_last_error());
-      CHECK(mori_window_wait_signal(w, prev, ch, NULL, 0) == 0, "wait: %s", mori_last_error());
-    }
+    for (int ch = 1; ch < 3; ch++)
+      if (ring_signal(ctx, w, ch, msg, msglen)) return 1;
   CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
   /* torch's part of the pad stays zero: signals use the private area */
   uint32_t pad[16];
   CHECK(mori_hipMemcpy(pad, mori_window_signal_pad_ptrs(w)[ctx->rank], sizeof pad,
                        hipMemcpyDeviceToHost) == hipSuccess, "read pad");
   for (int i = 0; i < 16; i++) CHECK(pad[i] == 0, "torch pad word %d is %u", i, pad[i]);
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "lifecycle");
+  return ranks_end(ctx, msg, msglen, fds0, base, "lifecycle");
 }
 
 /* dead_rank: the one rank expected to exit nonzero on purpose (-1: none). */
@@ -183,12 +177,11 @@ static plain_store plain_store_of(const mori_rank_ctx *ctx) {
 }
 
 static int plain_store_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   plain_store ps = plain_store_of(ctx);
   void *base = NULL;
   mori_window *w = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, NULL, NULL)) return 1;
   if (ctx->rank == ctx->world - 1) usleep(30000);
   CHECK(mori_symm_rendezvous(base, "plain", ctx->rank, ctx->world, &ps.base, &w, NULL) == 0,
         "rendezvous: %s", mori_last_error());
@@ -196,8 +189,7 @@ static int plain_store_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
   CHECK(ps.self_waits == 0, "rank %d waited %ld times on its own keys, first %s", ctx->rank,
         ps.self_waits, ps.self_key);
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "plain store");
+  return ranks_end(ctx, msg, msglen, fds0, base, "plain store");
 }
 
 static void rendezvous_over_a_store_without_change_waits(void **s) {
@@ -212,14 +204,13 @@ static void rendezvous_over_a_store_without_change_waits(void **s) {
  * pass of its wait.  Before, it read it at every pass: about 40 times in
  * 41 ms, most of them within 0.1 ms of the one before. */
 static int late_request_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   plain_store ps = plain_store_of(ctx);
   if (ctx->rank == 1) ps.delay_request_ms = 40;
   if (ctx->rank == 0) ps.watch_rank = 1;
   void *base = NULL;
   mori_window *w = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, NULL, NULL)) return 1;
   double t0 = now_ms();
   CHECK(mori_symm_rendezvous(base, "late-req", ctx->rank, ctx->world, &ps.base, &w, NULL) == 0,
         "rendezvous: %s", mori_last_error());
@@ -230,8 +221,7 @@ static int late_request_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
     CHECK(ps.quick_rereads <= 2,
           "the leader read rank 1's join %ld times in %.0f ms, %ld of them within 0.9 ms of the "
           "read before", ps.join_reads, waited_ms, ps.quick_rereads);
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "late request");
+  return ranks_end(ctx, msg, msglen, fds0, base, "late request");
 }
 
 static void leader_reads_an_answered_join_at_most_once_a_millisecond(void **s) {
@@ -244,13 +234,12 @@ static void leader_reads_an_answered_join_at_most_once_a_millisecond(void **s) {
  * the rest of its ledger.  A block has eight slots: after eight such
  * failures a ninth rendezvous on the block still finds one free. */
 static int failed_rendezvous_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   plain_store ps = plain_store_of(ctx);
   void *base = NULL;
   mori_window *w = NULL;
   char group[32];
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, NULL, NULL)) return 1;
   ps.fail_mapped = 1;
   for (int i = 0; i < 8; i++) {
     snprintf(group, sizeof group, "failing-%d", i);
@@ -263,8 +252,7 @@ static int failed_rendezvous_rank(const mori_rank_ctx *ctx, char *msg, size_t ms
   CHECK(mori_symm_rendezvous(base, "after", ctx->rank, ctx->world, &ps.base, &w, NULL) == 0,
         "rendezvous after eight failed ones: %s", mori_last_error());
   CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "failed rendezvous");
+  return ranks_end(ctx, msg, msglen, fds0, base, "failed rendezvous");
 }
 
 static void a_failed_rendezvous_gives_its_signal_slot_back(void **s) {
@@ -327,8 +315,8 @@ static void *rendezvous_held(void *arg) {
 }
 
 static int two_incarnations_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   in_band_store ib = in_band_store_of(ctx);
   void *held = NULL, *free_ = NULL;
   mori_window *w = NULL;
@@ -358,7 +346,7 @@ static int two_incarnations_rank(const mori_rank_ctx *ctx, char *msg, size_t msg
     CHECK(h.rc == 0, "group held: %s", h.err);
   }
   CHECK(mori_symm_free(held) == 0 && mori_symm_free(free_) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "two incarnations");
+  return ranks_finish(fds0, msg, msglen, "two incarnations");
 }
 
 static void a_group_agrees_its_incarnation_while_another_waits_for_its_leader(void **s) {
@@ -374,14 +362,11 @@ static void lifecycle_at_16_ranks(void **s) { (void)s; run_expect(16, lifecycle_
 static void single_rank_world_needs_no_peers(void **s) { (void)s; run_expect(1, lifecycle_rank, NULL, -1); }
 
 static int cache_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL, *again = NULL;
   size_t off = 0;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, "g", &w)) return 1;
   mori_symm_stats st0, st1;
   mori_symm_stats_get(&st0);
   for (int i = 0; i < 100; i++) {
@@ -401,7 +386,7 @@ static int cache_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) ==
             MORI_ENOTFOUND, "rendezvous on a freed block");
-  return finish(fds0, msg, msglen, "cache");
+  return ranks_finish(fds0, msg, msglen, "cache");
 }
 
 static void repeated_rendezvous_is_a_cache_hit(void **s) { (void)s; run_expect(3, cache_rank, NULL, -1); }
@@ -412,13 +397,10 @@ static void repeated_rendezvous_is_a_cache_hit(void **s) { (void)s; run_expect(3
  * once and locally (no store operation, no sequence number taken), and the
  * window stays whole for the calls that agree. */
 static int cache_mismatch_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL, *again = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, "g", &w)) return 1;
   mori_symm_stats st0, st1;
   mori_symm_stats_get(&st0);
   int rc = mori_symm_rendezvous(base, "g", ctx->rank, ctx->world + 1, ctx->store, &again, NULL);
@@ -441,8 +423,7 @@ static int cache_mismatch_rank(const mori_rank_ctx *ctx, char *msg, size_t msgle
   CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &again, NULL) == 0 &&
             again == w, "the agreeing call after them: %s", mori_last_error());
   if (check_peer_access(ctx, w, msg, msglen)) return 1;
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "cache mismatch");
+  return ranks_end(ctx, msg, msglen, fds0, base, "cache mismatch");
 }
 
 static void cached_rendezvous_with_another_world_size_is_a_mismatch(void **s) {
@@ -451,11 +432,10 @@ static void cached_rendezvous_with_another_world_size_is_a_mismatch(void **s) {
 }
 
 static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *a = NULL, *b = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, NULL, NULL)) return 1;
   CHECK(mori_symm_rendezvous(base, "alpha", ctx->rank, ctx->world, ctx->store, &a, NULL) == 0,
         "alpha: %s", mori_last_error());
   /* the second group numbers ranks in reverse */
@@ -470,8 +450,7 @@ static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
                        hipMemcpyDeviceToHost) == hipSuccess, "read via beta");
   CHECK(v == (0xA5000000u | (uint32_t)ctx->rank), "beta slot shows 0x%08x", v);
   CHECK(mori_window_barrier(b, 0, NULL, 0) == 0, "beta barrier: %s", mori_last_error());
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "two groups");
+  return ranks_end(ctx, msg, msglen, fds0, base, "two groups");
 }
 
 static void two_groups_on_one_block(void **s) { (void)s; run_expect(4, two_groups_rank, NULL, -1); }
@@ -487,8 +466,8 @@ static long exported_fds(void) {
  * rendezvous, which exports once for every group; a block freed before
  * any rendezvous never exports. */
 static int lazy_export_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *base = NULL, *alone = NULL;
   mori_window *a = NULL, *b = NULL;
   CHECK(mori_symm_alloc(MiB, ctx->rank, &alone) == 0, "alloc: %s", mori_last_error());
@@ -507,7 +486,7 @@ static int lazy_export_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   if (check_peer_access(ctx, b, msg, msglen)) return 1;
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   CHECK(exported_fds() == 0, "free left %ld exported fds", exported_fds());
-  return finish(fds0, msg, msglen, "lazy export");
+  return ranks_finish(fds0, msg, msglen, "lazy export");
 }
 
 static void alloc_exports_nothing_until_the_first_rendezvous_of_its_block(void **s) {
@@ -519,11 +498,10 @@ static void alloc_exports_nothing_until_the_first_rendezvous_of_its_block(void *
  * in the first's, on the same channel: each window has its own signal slot
  * on the block, so no signal is taken by the wrong group. */
 static int same_channel_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *a = NULL, *b = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, NULL, NULL)) return 1;
   CHECK(mori_symm_rendezvous(base, "alpha", ctx->rank, ctx->world, ctx->store, &a, NULL) == 0,
         "alpha: %s", mori_last_error());
   CHECK(mori_symm_rendezvous(base, "beta", ctx->world - 1 - ctx->rank, ctx->world, ctx->store,
@@ -532,8 +510,7 @@ static int same_channel_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
     CHECK(mori_window_barrier(a, 0, NULL, 0) == 0, "alpha barrier %d: %s", i, mori_last_error());
     CHECK(mori_window_barrier(b, 0, NULL, 0) == 0, "beta barrier %d: %s", i, mori_last_error());
   }
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "same channel");
+  return ranks_end(ctx, msg, msglen, fds0, base, "same channel");
 }
 
 static void two_groups_of_one_block_signal_on_one_channel_at_once(void **s) {
@@ -545,8 +522,8 @@ static void two_groups_of_one_block_signal_on_one_channel_at_once(void **s) {
 
 /* Groups {0,1,2} and {1,2,3} of a 4-rank job, both on one block each. */
 static int overlap_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *x = NULL, *y = NULL;
   mori_window *w = NULL;
   CHECK(mori_symm_alloc(MiB, ctx->rank, &x) == 0, "alloc: %s", mori_last_error());
@@ -565,7 +542,7 @@ static int overlap_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     }
   }
   CHECK(mori_symm_free(x) == 0 && mori_symm_free(y) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "overlap");
+  return ranks_finish(fds0, msg, msglen, "overlap");
 }
 
 static void overlapping_subgroups_keep_their_own_sequence(void **s) {
@@ -577,8 +554,8 @@ static void overlapping_subgroups_keep_their_own_sequence(void **s) {
  * device, each with its own allocation; peers on one device reach each
  * other's memory and signals as peers on two devices do. */
 static int overlapping_devices_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *base = NULL;
   mori_window *w = NULL;
   mori_symm_set_allow_overlapping_devices(1);
@@ -588,12 +565,10 @@ static int overlapping_devices_rank(const mori_rank_ctx *ctx, char *msg, size_t 
   CHECK(mori_window_device(w) == ctx->rank / 2, "device %d", mori_window_device(w));
   CHECK(mori_window_buffer_ptrs(w)[ctx->rank] == base, "own entry is not the block's base");
   if (check_peer_access(ctx, w, msg, msglen)) return 1;
-  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
-  CHECK(mori_window_put_signal(w, next, 1, NULL, 0) == 0, "put: %s", mori_last_error());
-  CHECK(mori_window_wait_signal(w, prev, 1, NULL, 0) == 0, "wait: %s", mori_last_error());
+  if (ring_signal(ctx, w, 1, msg, msglen)) return 1;
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   mori_symm_set_allow_overlapping_devices(-1);
-  return finish(fds0, msg, msglen, "overlapping devices");
+  return ranks_finish(fds0, msg, msglen, "overlapping devices");
 }
 
 static void two_ranks_per_device_when_overlapping_devices_are_allowed(void **s) {
@@ -603,8 +578,8 @@ static void two_ranks_per_device_when_overlapping_devices_are_allowed(void **s) 
 
 /* The default, as torch's: refused on every rank, naming the device. */
 static int shared_device_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *base = NULL;
   mori_window *w = NULL;
   CHECK(mori_symm_alloc(MiB, 0, &base) == 0, "alloc: %s", mori_last_error());
@@ -621,8 +596,8 @@ static void ranks_sharing_a_device_are_refused_by_default(void **s) {
 /* ---- failures ---- */
 
 static int dying_peer_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *base = NULL;
   mori_window *w = NULL;
   mori_symm_set_timeout_ms(1500);
@@ -642,11 +617,11 @@ static void dying_peer_gives_timeout_naming_it(void **s) {
 }
 
 static int size_mismatch_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL;
-  CHECK(mori_symm_alloc(ctx->rank == 2 ? 3 * MiB : MiB, ctx->rank, &base) == 0, "alloc");
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, ctx->rank == 2 ? 3 * MiB : MiB, &base, NULL, NULL))
+    return 1;
   int rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
   /* Its own validation, or a faster peer's abort carrying that peer's. */
   return expect_failure(ctx, rc, MORI_EMISMATCH, MORI_EPEER, "alloc_size", base, fds0, msg, msglen,
@@ -659,8 +634,8 @@ static void rendezvous_rejects_unequal_sizes_on_every_rank(void **s) {
 }
 
 static int cross_host_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *base = NULL;
   mori_window *w = NULL;
   if (ctx->rank == 1) setenv("MORI_SYMM_HOST_ID", "0123456789abcdef0123456789abcdef", 1);
@@ -673,7 +648,7 @@ static int cross_host_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     CHECK(rc == 0, "fabric across hosts: %s", mori_last_error());
     CHECK(mori_window_world_within_direct_access(w) == 1, "fabric is direct access");
     CHECK(mori_symm_free(base) == 0, "free");
-    return finish(fds0, msg, msglen, "cross host fabric");
+    return ranks_finish(fds0, msg, msglen, "cross host fabric");
   }
   /* its own validation, or a faster peer's abort carrying that peer's */
   return expect_failure(ctx, rc, MORI_EMISMATCH, MORI_EPEER, "host", base, fds0, msg, msglen,
@@ -686,20 +661,16 @@ static void posix_fd_group_spanning_hosts_is_refused(void **s) {
 }
 
 static int wait_timeout_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc");
-  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, "world", &w)) return 1;
   int rc = mori_window_wait_signal(w, (ctx->rank + 1) % ctx->world, 3, NULL, 0);
   CHECK(rc == MORI_ETIMEDOUT, "expected MORI_ETIMEDOUT, got %d: %s", rc, mori_last_error());
   CHECK(mori_window_put_signal(w, ctx->world, 0, NULL, 0) == MORI_ERANGE, "rank bound");
   CHECK(mori_window_put_signal(w, 0, mori_window_max_channels(w), NULL, 0) == MORI_ERANGE,
         "channel bound");
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "wait timeout");
+  return ranks_end(ctx, msg, msglen, fds0, base, "wait timeout");
 }
 
 static void wait_signal_without_put_times_out(void **s) {
@@ -710,8 +681,8 @@ static void wait_signal_without_put_times_out(void **s) {
 }
 
 static int no_pad_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *base = NULL;
   mori_window *w = NULL;
   mori_symm_set_signal_pad_size(0);
@@ -722,8 +693,7 @@ static int no_pad_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   mori_window_span(w, &stride);
   CHECK(stride == 2 * MiB, "without a pad 2 MiB fits one granule, stride %zu", stride);
   CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ENOTSUP, "barrier without a pad");
-  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-  return finish(fds0, msg, msglen, "no pad");
+  return ranks_end(ctx, msg, msglen, fds0, base, "no pad");
 }
 
 static void signal_pad_size_zero_turns_signals_off(void **s) { (void)s; run_expect(2, no_pad_rank, NULL, -1); }
@@ -736,14 +706,11 @@ static void signal_pad_size_zero_turns_signals_off(void **s) { (void)s; run_expe
  * tears it down with nothing left.  Odd ranks free with no reference at
  * the end, which tears down at once. */
 static int free_with_reference_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL, *again = NULL;
   mori_symm_stats st;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, "world", &w)) return 1;
   CHECK(mori_window_retain(w) == 0, "retain: %s", mori_last_error());
   int early = ctx->rank % 2 == 0;
   if (early) {
@@ -761,9 +728,7 @@ static int free_with_reference_rank(const mori_rank_ctx *ctx, char *msg, size_t 
   }
   /* every rank's window works whether its own block was freed or not */
   if (check_peer_access(ctx, w, msg, msglen)) return 1;
-  int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
-  CHECK(mori_window_put_signal(w, next, 1, NULL, 0) == 0, "put: %s", mori_last_error());
-  CHECK(mori_window_wait_signal(w, prev, 1, NULL, 0) == 0, "wait: %s", mori_last_error());
+  if (ring_signal(ctx, w, 1, msg, msglen)) return 1;
   CHECK(mori_window_buffer_ptrs(w)[ctx->rank] == base, "own entry after free");
   CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
   if (early) {
@@ -783,7 +748,7 @@ static int free_with_reference_rank(const mori_rank_ctx *ctx, char *msg, size_t 
     CHECK(mori_window_release(w) == 0, "release: %s", mori_last_error());
     CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   }
-  return finish(fds0, msg, msglen, "free with reference");
+  return ranks_finish(fds0, msg, msglen, "free with reference");
 }
 
 static void free_with_a_live_reference_defers_teardown_to_the_last_release(void **s) {
@@ -794,13 +759,10 @@ static void free_with_a_live_reference_defers_teardown_to_the_last_release(void 
 /* A release without a free keeps everything: the cache still answers with
  * the same window, which still works; the free then tears down at once. */
 static int release_without_free_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
   void *base = NULL;
   mori_window *w = NULL, *again = NULL;
-  CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(base, "g", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, "g", &w)) return 1;
   for (int i = 0; i < 3; i++) CHECK(mori_window_retain(w) == 0, "retain: %s", mori_last_error());
   for (int i = 0; i < 3; i++) CHECK(mori_window_release(w) == 0, "release: %s", mori_last_error());
   CHECK(mori_window_release(w) == MORI_ESTATE, "a release past the last retain");
@@ -811,7 +773,7 @@ static int release_without_free_rank(const mori_rank_ctx *ctx, char *msg, size_t
   CHECK(mori_shim_registry_total() == 0, "free without references left %ld ledger entries",
         mori_shim_registry_total());
   CHECK(mori_window_barrier(w, 0, NULL, 0) == MORI_ESTATE, "barrier on a torn-down window");
-  return finish(fds0, msg, msglen, "release without free");
+  return ranks_finish(fds0, msg, msglen, "release without free");
 }
 
 static void release_without_free_keeps_the_window(void **s) {
@@ -822,8 +784,8 @@ static void release_without_free_keeps_the_window(void **s) {
 /* release_all tears down blocks held by references, freed or not; the
  * holders' releases afterwards are still theirs to make, once. */
 static int release_all_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
-  if (setup_rank(ctx, msg, msglen)) return 1;
-  int fds0 = mori_count_fds();
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   void *x = NULL, *y = NULL;
   mori_window *a = NULL, *b = NULL;
   CHECK(mori_symm_alloc(MiB, ctx->rank, &x) == 0, "alloc: %s", mori_last_error());
@@ -849,7 +811,7 @@ static int release_all_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   CHECK(mori_window_release(b) == 0 && mori_window_release(b) == 0, "the holder's releases: %s",
         mori_last_error());
   CHECK(mori_window_release(b) == MORI_ESTATE, "one release too many");
-  return finish(fds0, msg, msglen, "release_all with references");
+  return ranks_finish(fds0, msg, msglen, "release_all with references");
 }
 
 static void release_all_with_references_outstanding_leaves_nothing(void **s) {
