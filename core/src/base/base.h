@@ -93,6 +93,9 @@ int mori__clock_us(double *us, const char *what);
 int mori__nap_us(double us, const char *what);
 /* 64 bits from the kernel's random source (getrandom; EINTR retried). */
 int mori__random64(uint64_t *out, const char *what);
+/* 1 if the process pid is gone from this host (reaped); 0 if it is there
+ * (a zombie not yet reaped is) or unknown (0). */
+int mori__process_gone(uint32_t pid);
 /* For a log line's figures only (read at INFO and above): the monotonic
  * clock in microseconds, or NAN where it could not be read, which the line
  * then shows; nothing else depends on it. */

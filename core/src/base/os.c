@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -94,4 +95,12 @@ int mori__random64(uint64_t *out, const char *what) {
       return mori__error(MORI_EIO, "%s: getrandom: %s", what, n ? strerror(errno) : "no bytes");
   }
   return 0;
+}
+
+/* kill(pid, 0) says whether a process is there (a zombie still is, until
+ * its parent reaps it).  Not through the seam: a look every few
+ * milliseconds from the watchdog's thread would make the seam's call
+ * numbers, which the fault sweeps count on, depend on timing. */
+int mori__process_gone(uint32_t pid) {
+  return pid != 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }

@@ -184,22 +184,6 @@ int mori__heal_join(mori_window *w, mori_store *store, int timeout_ms) {
 
 /* ---- the evidence ---- */
 
-/* Whether the process a request named is gone from this host: no such
- * process, or one that has exited and waits to be reaped. */
-static int process_gone(uint32_t pid) {
-  if (pid == 0) return 0;
-  if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
-  char path[64], stat[256];
-  snprintf(path, sizeof path, "/proc/%u/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return errno == ENOENT;
-  size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
-  stat[n] = '\0';
-  const char *close_paren = strrchr(stat, ')');
-  return close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z';
-}
-
 static int check_dead(const mori_window *w, int dead) {
   if (dead < 0 || dead >= w->world_size)
     return mori__error(MORI_ERANGE, "heal: rank %d is not in a world of %d", dead, w->world_size);
@@ -210,7 +194,7 @@ static int check_dead(const mori_window *w, int dead) {
                        "heal: only a world on one host (the fd path) can tell that rank %d's "
                        "process is gone",
                        dead);
-  if (!process_gone(w->pids[dead]))
+  if (!mori__process_gone(w->pids[dead]))
     return mori__error(MORI_ESTATE,
                        "heal: rank %d's process (pid %u) is alive; only a rank whose process "
                        "is gone can be replaced",

@@ -31,6 +31,7 @@ struct mori__watch {
   hipEvent_t start, end;  /* end: NULL once given back (its record failed) */
   mori_watch_state state; /* under wd.lock */
   double deadline_ms;     /* 0 until the stream reaches start */
+  int gone;               /* 1 + a rank waited for whose process is gone; 0: none */
   int ncells;
   struct mori__watch_cell cells[];
 };
@@ -234,10 +235,17 @@ static int release(struct mori__watch *x) {
    * synchronize must already see the failure (a barrier that passed there
    * under load, one run in about 40, was a release seen before its
    * failure). */
-  fail_window(x,
-              "%s on channel %d: rank(s) %s %s within %d ms (window %ld, group %s); the "
-              "waits were released and the window is failed",
-              x->op, x->channel, peers, what, x->timeout_ms, x->w->id, x->w->group);
+  if (x->gone)
+    fail_window(x,
+                "%s on channel %d: rank(s) %s %s: rank %d's process (pid %u) is gone (window "
+                "%ld, group %s); the waits were released and the window is failed",
+                x->op, x->channel, peers, what, x->gone - 1, x->w->pids[x->gone - 1], x->w->id,
+                x->w->group);
+  else
+    fail_window(x,
+                "%s on channel %d: rank(s) %s %s within %d ms (window %ld, group %s); the "
+                "waits were released and the window is failed",
+                x->op, x->channel, peers, what, x->timeout_ms, x->w->id, x->w->group);
   pthread_mutex_lock(&wd.lock);
   wd.expired++;
   pthread_mutex_unlock(&wd.lock);
@@ -253,6 +261,20 @@ static int release(struct mori__watch *x) {
 }
 
 /* ---- the thread ---- */
+
+/* 1 + a rank x waits for whose process is gone from this host (its
+ * window's request named it), or 0: its waits end now, not at the
+ * deadline.  Ranks on other hosts are not known here (pid 0 there is
+ * never gone). */
+static int peer_gone(const struct mori__watch *x) {
+  if (x->w->pids == NULL || x->w->handle_type != hipMemHandleTypePosixFileDescriptor) return 0;
+  for (int i = 0; i < x->ncells; i++) {
+    int p = x->cells[i].peer;
+    if (p >= 0 && p < x->w->world_size && p != x->w->rank && mori__process_gone(x->w->pids[p]))
+      return 1 + p;
+  }
+  return 0;
+}
 
 /* Looks at every entry once, under wd.lock; returns the expired ones
  * (marked releasing) and the time of the next deadline. */
@@ -271,7 +293,7 @@ static struct mori__watch *scan(double now, double *next) {
       x->deadline_ms = now + x->timeout_ms;
       watch_set(x, MORI_WATCH_EV_START);
     }
-    if (now >= x->deadline_ms) {
+    if (now >= x->deadline_ms || (x->gone = peer_gone(x)) != 0) {
       watch_set(x, MORI_WATCH_EV_EXPIRE);
       x->expired_next = expired;
       expired = x;
