@@ -98,24 +98,46 @@ static void write_kinds(FILE *out, unsigned kinds) {
   }
 }
 
-/* An edge's tooltip: what its row records, or for RELEASE and FAIL that
- * they unwind (a forward row that acquires nothing says so). */
-static void write_acquires(FILE *out, const mori__fsm_row *row) {
-  unsigned acquires = mori__fsm_acquires(row);
+/* The kinds a row of a machine kind gives back: each whose most on entry
+ * to `to` is below the most `from` held (an ENDS, a heal's LESS); a
+ * BREAK's bounds are never below, so it gives back nothing. */
+static unsigned gives_back(mori_fsm_kind kind, const mori__fsm_row *row) {
+  mori__count held[MORI_RES__COUNT];
+  unsigned mask = 0;
+  if (mori__fsm_ledger(kind, row->from, held) != 0) return 0;
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    mori__bound was = held[r].hi, now = row->adds[r].count.hi;
+    if (!row->adds[r].set) continue;
+    if (now.per_world < was.per_world || (now.per_world == was.per_world && now.plus < was.plus))
+      mask |= MORI__BIT(r);
+  }
+  return mask;
+}
+
+static void write_res_names(FILE *out, const char *first, unsigned mask) {
+  const char *sep = first;
+  for (int r = 0; r < MORI_RES__COUNT; r++) {
+    if (!(mask & MORI__BIT(r))) continue;
+    fprintf(out, "%s%s", sep, mori_res_name((mori_res)r));
+    sep = ", ";
+  }
+}
+
+/* An edge's tooltip: what its row records and gives back, or for RELEASE
+ * and FAIL that they unwind (a forward row that does neither says it
+ * acquires nothing). */
+static void write_acquires(FILE *out, mori_fsm_kind kind, const mori__fsm_row *row) {
+  unsigned acquires = mori__fsm_acquires(row), gives = gives_back(kind, row);
   if (row->event == MORI_EV_RELEASE || row->event == MORI_EV_FAIL) {
     fputs("unwinds the ledger in reverse order", out);
     return;
   }
-  if (acquires == 0) {
+  if (acquires == 0 && gives == 0) {
     fputs("acquires nothing", out);
     return;
   }
-  const char *sep = "acquires ";
-  for (int r = 0; r < MORI_RES__COUNT; r++) {
-    if (!(acquires & MORI__BIT(r))) continue;
-    fprintf(out, "%s%s", sep, mori_res_name((mori_res)r));
-    sep = ", ";
-  }
+  write_res_names(out, "acquires ", acquires);
+  write_res_names(out, acquires ? "; gives back " : "gives back ", gives);
 }
 
 /* "INIT, RELEASED or FAILED", or "not RELEASED" where that is shorter. */
@@ -185,9 +207,10 @@ static void write_lifecycle(FILE *out, const mori__lifecycle *lc) {
 
 /* One cluster per machine kind, its nodes named <kind>_<STATE>: the
  * states its rows use, each labelled with its name alone (the resources it
- * holds are its tooltip); a step's edge says its event and what it adds to
- * the ledger; the FAIL rows, drawn dashed and unlabelled, all end in the
- * machine's own FAILED, so that the two machines' rollbacks do not cross. */
+ * holds are its tooltip); a step's edge says its event, what it adds to
+ * the ledger and what it gives back; the FAIL rows, drawn dashed and
+ * unlabelled, all end in the machine's own FAILED, so that the two
+ * machines' rollbacks do not cross. */
 static void write_machine(FILE *out, mori_fsm_kind kind) {
   const char *k = mori__fsm_kind_name(kind);
   unsigned used = 0;
@@ -212,7 +235,7 @@ static void write_machine(FILE *out, mori_fsm_kind kind) {
     fprintf(out, "    %s_%s -> %s_%s [", k, from, k, to);
     if (r->event == MORI_EV_FAIL) {
       fputs("style=dashed, color=gray60, arrowsize=0.5, tooltip=\"FAIL: ", out);
-      write_acquires(out, r);
+      write_acquires(out, kind, r);
       fputs("\"];\n", out);
       continue;
     }
@@ -220,8 +243,11 @@ static void write_machine(FILE *out, mori_fsm_kind kind) {
     for (int res = 0; res < MORI_RES__COUNT; res++)
       if (mori__fsm_acquires(r) & MORI__BIT(res))
         fprintf(out, "\\n+ %s", mori__res_infos[res].singular);
+    for (int res = 0; res < MORI_RES__COUNT; res++)
+      if (gives_back(kind, r) & MORI__BIT(res))
+        fprintf(out, "\\n- %s", mori__res_infos[res].singular);
     fputs("\", tooltip=\"", out);
-    write_acquires(out, r);
+    write_acquires(out, kind, r);
     fputs("\"];\n", out);
   }
   fputs("  }\n", out);
@@ -243,8 +269,9 @@ void mori_fsm_write_dot(FILE *out) {
         "    label=\"legend\";\n"
         "    legend [shape=plaintext, style=\"\", label=\""
         "box: a state (its tooltip: what its ledger holds)\\l"
-        "solid arrow: a step of the table, its event\\l"
-        "    and what it adds to the ledger (+ ...)\\l"
+        "solid arrow: a step of the table, its event,\\l"
+        "    what it adds to the ledger (+ ...)\\l"
+        "    and what it gives back (- ...)\\l"
         "dashed arrow: FAIL, from every state of the machine:\\l"
         "    unwinds the ledger in reverse order\\l"
         "shaded: the machine's failure sink\\l\"];\n"

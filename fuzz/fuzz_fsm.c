@@ -1,10 +1,11 @@
 /*
  * fuzz_fsm.c - fuzz target for the block and window state machines.  The input is a
  * sequence of push/forget/fire/release/fail operations on one machine; a
- * model read here from fsm.h's lists (the steps, the resource kinds'
- * columns), with its own reading of what they mean, runs beside it and
- * must agree on every return code, every state, every ledger entry, the
- * order of every release, and on what mori_fsm_check says after each step.
+ * model read here from fsm.h's lists (the steps, a window's heal, the
+ * resource kinds' columns), with its own reading of what they mean, runs
+ * beside it and must agree on every return code, every state, every ledger
+ * entry and its place, the order of every release, and on what
+ * mori_fsm_check says after each step.
  *
  * Input: kind byte (bit 0: window), world byte, rank byte, then operations:
  *   0 push kind value aux | 1 forget kind value | 2 fire event | 3 release | 4 fail
@@ -26,18 +27,29 @@
 /* ---- the model: fsm.h's lists, read as fsm.h documents them ---- */
 
 /* A count on entry to a step's `to`: lo_w * world_size + lo .. hi_w * world_size + hi;
- * set 0: the step leaves the kind's count as it was. */
+ * set 0: the step leaves the kind's count as it was.  `gives` says how
+ * the step came to it without recording anything: GAVE_ONE, a heal's LESS
+ * or LESS_UP_TO (one rank's entry given back, so one below what `from`
+ * held); LIES, a BREAK's BETWEEN (wherever the heal left it). */
 typedef struct bound {
-  int set, lo_w, lo, hi_w, hi;
+  int set, gives, lo_w, lo, hi_w, hi;
 } bound;
 
+#define RECORDS 0
+#define GAVE_ONE 1
+#define LIES 2
+#define N_0 0, 0
 #define N_1 0, 1
 #define N_PEERS 1, -1
+#define N_PEERS_LESS_1 1, -2
 #define N_RANKS 1, 0
-#define EXACTLY(kind, n) [MORI_RES_##kind] = {1, N_##n, N_##n}
-#define UP_TO(kind, n) [MORI_RES_##kind] = {1, 0, 0, N_##n}
-#define ENDS(kind) [MORI_RES_##kind] = {1, 0, 0, 0, 0}
-#define NOTHING {0, 0, 0, 0, 0}
+#define EXACTLY(kind, n) [MORI_RES_##kind] = {1, RECORDS, N_##n, N_##n}
+#define UP_TO(kind, n) [MORI_RES_##kind] = {1, RECORDS, 0, 0, N_##n}
+#define ENDS(kind) [MORI_RES_##kind] = {1, RECORDS, 0, 0, 0, 0}
+#define LESS(kind, n) [MORI_RES_##kind] = {1, GAVE_ONE, N_##n, N_##n}
+#define LESS_UP_TO(kind, n) [MORI_RES_##kind] = {1, GAVE_ONE, 0, 0, N_##n}
+#define BETWEEN(kind, lo, hi) [MORI_RES_##kind] = {1, LIES, N_##lo, N_##hi}
+#define NOTHING {0, 0, 0, 0, 0, 0}
 #define RESTS 1
 #define PASSES 0
 
@@ -53,7 +65,19 @@ typedef struct step {
   {B, MORI_BS_##a, MORI_EV_##ev, MORI_BS_##b, rest, {UNWRAP adds}},
 #define WINDOW_STEP(a, ev, b, rest, adds, words) \
   {W, MORI_WS_##a, MORI_EV_##ev, MORI_WS_##b, rest, {UNWRAP adds}},
-static const step steps[] = {MORI_BLOCK_STEPS(BLOCK_STEP) MORI_WINDOW_STEPS(WINDOW_STEP)};
+/* A heal's way back to MAPPED, which rests by the step above that enters it. */
+#define HEAL_BACK(a, ev, b) {W, MORI_WS_##a, MORI_EV_##ev, MORI_WS_##b, PASSES, {NOTHING}},
+/* BREAK leaves MAPPED (a heal that fails at its first step) and every
+ * state of a heal, each a `from` of the heal's steps or of its way back,
+ * for BROKEN, which rests; its ledger is MORI_HEAL_BROKEN's. */
+#define BROKEN_STATE(to, adds, words) MORI_WS_##to
+#define BROKEN_ADDS(to, adds, words) UNWRAP adds
+#define HEAL_BREAK(a, ...)                                                  \
+  {W, MORI_WS_##a, MORI_EV_BREAK, MORI_HEAL_BROKEN(BROKEN_STATE), RESTS, \
+   {MORI_HEAL_BROKEN(BROKEN_ADDS)}},
+static const step steps[] = {MORI_BLOCK_STEPS(BLOCK_STEP) MORI_WINDOW_STEPS(WINDOW_STEP)
+                             MORI_HEAL_STEPS(WINDOW_STEP) MORI_HEAL_BACK(HEAL_BACK)
+                             MORI_HEAL_STEPS(HEAL_BREAK) MORI_HEAL_BACK(HEAL_BREAK)};
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /* The resource kinds' columns: the tier is the ledger's order (received
@@ -81,6 +105,18 @@ static struct {
   bound count[MORI_FSM_NSTATES][MORI_RES__COUNT];
 } spec_states[W + 1];
 
+static int same_bounds(const bound *a, const bound *b) {
+  return a->lo_w == b->lo_w && a->lo == b->lo && a->hi_w == b->hi_w && a->hi == b->hi;
+}
+
+/* A LESS: one entry fewer than `from` held at most, and at least (a
+ * count that could be 0 stays 0 there). */
+static int one_less(const bound *from, const bound *to) {
+  int lo_ok = from->lo_w == 0 && from->lo == 0 ? to->lo_w == 0 && to->lo == 0
+                                               : to->lo_w == from->lo_w && to->lo == from->lo - 1;
+  return lo_ok && to->hi_w == from->hi_w && to->hi == from->hi - 1;
+}
+
 static void build_states(void) {
   for (unsigned k = B; k <= W; k <<= 1) {
     spec_states[k].reached[MORI_FSM_INIT] = 1;
@@ -89,12 +125,25 @@ static void build_states(void) {
   }
   for (size_t i = 0; i < NSTEPS; i++) {
     const step *st = &steps[i];
+    bound to[MORI_RES__COUNT];
     MORI_FUZZ_CHECK(spec_states[st->kind].reached[st->from], "step %zu leaves %s before any step "
                     "enters it", i, mori_fsm_state_name(st->from));
-    memcpy(spec_states[st->kind].count[st->to], spec_states[st->kind].count[st->from],
-           sizeof spec_states[0].count[0]);
-    for (int r = 0; r < MORI_RES__COUNT; r++)
-      if (st->adds[r].set) spec_states[st->kind].count[st->to][r] = st->adds[r];
+    memcpy(to, spec_states[st->kind].count[st->from], sizeof to);
+    for (int r = 0; r < MORI_RES__COUNT; r++) {
+      if (!st->adds[r].set) continue;
+      MORI_FUZZ_CHECK(st->adds[r].gives != GAVE_ONE || one_less(&to[r], &st->adds[r]),
+                      "step %zu: %s's LESS is not one below what %s holds", i,
+                      mori_res_name((mori_res)r), mori_fsm_state_name(st->from));
+      to[r] = st->adds[r];
+    }
+    /* A state's ledger does not depend on the way in: the heal's way back
+     * to MAPPED, and BREAK from each state of it, agree with the first. */
+    if (spec_states[st->kind].reached[st->to])
+      for (int r = 0; r < MORI_RES__COUNT; r++)
+        MORI_FUZZ_CHECK(same_bounds(&to[r], &spec_states[st->kind].count[st->to][r]),
+                        "step %zu enters %s with another bound on %s than an earlier step", i,
+                        mori_fsm_state_name(st->to), mori_res_name((mori_res)r));
+    memcpy(spec_states[st->kind].count[st->to], to, sizeof to);
     spec_states[st->kind].reached[st->to] = 1;
   }
 }
@@ -114,14 +163,16 @@ static int spec_next(mori_fsm_kind kind, int s, mori_wevent ev) {
   return -1;
 }
 
-/* What a step leaving (kind, s) records: its adds that may be above 0. */
+/* What a step leaving (kind, s) records: its adds that may be above 0,
+ * but not a count it reached by giving back or by breaking. */
 static unsigned spec_acquires(mori_fsm_kind kind, int s) {
   unsigned mask = 0;
   for (size_t i = 0; i < NSTEPS; i++) {
     if (steps[i].kind != (unsigned)kind || steps[i].from != s) continue;
-    for (int r = 0; r < MORI_RES__COUNT; r++)
-      if (steps[i].adds[r].set && (steps[i].adds[r].hi_w != 0 || steps[i].adds[r].hi != 0))
-        mask |= BIT(r);
+    for (int r = 0; r < MORI_RES__COUNT; r++) {
+      const bound *b = &steps[i].adds[r];
+      if (b->set && b->gives == RECORDS && (b->hi_w != 0 || b->hi != 0)) mask |= BIT(r);
+    }
   }
   return mask;
 }
@@ -195,7 +246,15 @@ static void op_push(mori_fsm *m, model *md, mori__fuzz_reader *in) {
   int rc = mori_fsm_push(m, kind, value, 0, aux);
   MORI_FUZZ_CHECK(rc == want, "push %s in %s: %d, expected %d (%s)", mori_res_name(kind),
                   mori_fsm_state_name(md->state), rc, want, m->why);
-  if (rc == MORI_FSM_OK) md->ledger[md->len++] = (mori_ledger_entry){kind, value, 0, aux};
+  if (rc != MORI_FSM_OK) return;
+  /* Its tier's place: after the last entry of its tier or a lower one
+   * (the end, on the way to MAPPED; inside the ledger, in a heal). */
+  size_t at = 0;
+  for (size_t i = 0; i < md->len; i++)
+    if (kinds[md->ledger[i].kind].tier <= kinds[kind].tier) at = i + 1;
+  memmove(&md->ledger[at + 1], &md->ledger[at], (md->len - at) * sizeof md->ledger[0]);
+  md->ledger[at] = (mori_ledger_entry){kind, value, 0, aux};
+  md->len++;
 }
 
 static void op_forget(mori_fsm *m, model *md, mori__fuzz_reader *in) {

@@ -1,8 +1,9 @@
 /*
  * test_fsm.c - the state machines' specification: which (kind, state,
  * event) triples move and where, the forward path a driver walks, what
- * each state's ledger may hold, the ledger's room and allocator, and the
- * order in which release and rollback give resources back.
+ * each state's ledger may hold, the ledger's room and allocator, the order
+ * in which release and rollback give resources back, and a window's heal
+ * (MAPPED back to MAPPED, or BROKEN) with the places its entries take.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #define WINDOW MORI_FSM_WINDOW
 #define WORLD 4
 #define RANK 1
+#define DEAD 2 /* the rank a heal replaces */
 #define BIT(r) (1u << (r))
 
 /* The legal transitions, written out independently of fsm.c's table. */
@@ -70,6 +72,19 @@ static const triple legal[] = {
     FAILS_W(EXCHANGED), FAILS_W(RENDEZVOUS), FAILS_W(SPAN_RESERVED),
     FAILS_W(SLOTS_MAPPED), FAILS_W(SLOTS_ACCESSIBLE), FAILS_W(TABLES_BUILT),
     FAILS_W(MAPPED),
+    /* a heal: MAPPED round to MAPPED; BREAK from MAPPED (a heal failing at
+     * its first step) and from each state of it to BROKEN, which rests */
+    TW(MAPPED, LOSE, SLOT_LOST),
+    TW(SLOT_LOST, REBIND, HEAL_BOUND),
+    TW(HEAL_BOUND, REJOIN, REJOINED),
+    TW(REJOINED, REEXCHANGE, REEXCHANGED),
+    TW(REEXCHANGED, REMAP, HEALED),
+    TW(HEALED, RESYNC, MAPPED),
+    TW(MAPPED, BREAK, BROKEN), TW(SLOT_LOST, BREAK, BROKEN), TW(HEAL_BOUND, BREAK, BROKEN),
+    TW(REJOINED, BREAK, BROKEN), TW(REEXCHANGED, BREAK, BROKEN), TW(HEALED, BREAK, BROKEN),
+    TW(BROKEN, RELEASE, RELEASED),
+    FAILS_W(SLOT_LOST), FAILS_W(HEAL_BOUND), FAILS_W(REJOINED), FAILS_W(REEXCHANGED),
+    FAILS_W(HEALED), FAILS_W(BROKEN),
 };
 #define NLEGAL (sizeof legal / sizeof legal[0])
 
@@ -80,6 +95,14 @@ static const mori_wevent window_path[] = {
     MORI_EV_ATTACH,   MORI_EV_BIND,    MORI_EV_PUBLISH, MORI_EV_GATHER, MORI_EV_VALIDATE,
     MORI_EV_TAKE_SLOT, MORI_EV_EXCHANGE, MORI_EV_IMPORT, MORI_EV_RESERVE, MORI_EV_MAP,
     MORI_EV_GRANT,    MORI_EV_BUILD_TABLES, MORI_EV_BARRIER};
+/* A window's heal, from MAPPED back to it: the path on from MAPPED. */
+static const mori_wevent heal_path[] = {MORI_EV_LOSE,       MORI_EV_REBIND, MORI_EV_REJOIN,
+                                        MORI_EV_REEXCHANGE, MORI_EV_REMAP,  MORI_EV_RESYNC};
+#define NHEAL (sizeof heal_path / sizeof heal_path[0])
+/* The states a heal passes through, then the one a failed heal leaves. */
+static const int heal_states[] = {MORI_WS_SLOT_LOST,   MORI_WS_HEAL_BOUND, MORI_WS_REJOINED,
+                                  MORI_WS_REEXCHANGED, MORI_WS_HEALED,     MORI_WS_BROKEN};
+#define NHEAL_STATES (sizeof heal_states / sizeof heal_states[0])
 
 /* What mori_fsm_push accepts in each (kind, state); absent means nothing. */
 static const struct {
@@ -100,6 +123,10 @@ static const struct {
     {WINDOW, MORI_WS_RENDEZVOUS, BIT(MORI_RES_SPAN_RESERVATION)},
     {WINDOW, MORI_WS_SPAN_RESERVED, BIT(MORI_RES_SLOT_MAPPING)},
     {WINDOW, MORI_WS_SLOTS_ACCESSIBLE, BIT(MORI_RES_DEVICE_TABLE) | BIT(MORI_RES_SIGNAL_STATE)},
+    /* a heal records only the replacement's: LOSE and BREAK record nothing */
+    {WINDOW, MORI_WS_SLOT_LOST, BIT(MORI_RES_CHANNEL)},
+    {WINDOW, MORI_WS_REJOINED, BIT(MORI_RES_RECEIVED_FD)},
+    {WINDOW, MORI_WS_REEXCHANGED, BIT(MORI_RES_IMPORTED_HANDLE) | BIT(MORI_RES_SLOT_MAPPING)},
 };
 
 static const mori_fsm_kind kinds[] = {BLOCK, WINDOW};
@@ -117,6 +144,12 @@ static unsigned expected_pushable(mori_fsm_kind kind, int s) {
 }
 
 static int terminal(int s) { return s == MORI_FSM_RELEASED || s == MORI_FSM_FAILED; }
+
+static int in_heal(int s) {
+  for (size_t i = 0; i < NHEAL_STATES; i++)
+    if (heal_states[i] == s) return 1;
+  return 0;
+}
 
 /* ---- a release callback that records what it is given ---- */
 
@@ -151,9 +184,65 @@ static void must_push(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, 
   assert_int_equal(mori_fsm_push(m, kind, value, size, aux), MORI_FSM_OK);
 }
 
+/* The values a walk records for rank r's slot, and for what a heal
+ * receives and imports from the replacement of rank r. */
+static uintptr_t slot_va(int r) { return 0x7e0000000000 + ((uintptr_t)r << 21); }
+#define HEAL_CHANNEL 0xc4a8
+#define HEAL_FD(r) ((uintptr_t)(40 + (r)))
+#define HEAL_IMPORT(r) ((uintptr_t)(0x2000 + (r)))
+
+/* One piece of a heal's work on the ledger: the step it belongs to, and
+ * a push or a forget. */
+typedef struct heal_op {
+  mori_wevent step;
+  int push; /* 1: push, 0: forget */
+  mori_res kind;
+  uintptr_t value;
+  int aux;
+} heal_op;
+
+/* A heal's work as rendezvous/heal.c does it, in order: LOSE gives back
+ * the dead rank's slot, import and fd (drop_slot, while still MAPPED);
+ * REBIND binds a channel; REEXCHANGE records the replacement's fd and
+ * forgets the closed channel; REMAP records its import and the slot
+ * mapped from it, at the address the dead rank's had.  The fabric path
+ * (fds 0) receives no fd and binds no channel.  Returns the count. */
+static size_t heal_ops(int dead, int fds, heal_op *ops) {
+  size_t n = 0;
+  ops[n++] = (heal_op){MORI_EV_LOSE, 0, MORI_RES_SLOT_MAPPING, slot_va(dead), dead};
+  ops[n++] = (heal_op){MORI_EV_LOSE, 0, MORI_RES_IMPORTED_HANDLE, 0x1000 + (uintptr_t)dead, dead};
+  if (fds) {
+    ops[n++] = (heal_op){MORI_EV_LOSE, 0, MORI_RES_RECEIVED_FD, 20 + (uintptr_t)dead, dead};
+    ops[n++] = (heal_op){MORI_EV_REBIND, 1, MORI_RES_CHANNEL, HEAL_CHANNEL, 0};
+    ops[n++] = (heal_op){MORI_EV_REEXCHANGE, 1, MORI_RES_RECEIVED_FD, HEAL_FD(dead), dead};
+    ops[n++] = (heal_op){MORI_EV_REEXCHANGE, 0, MORI_RES_CHANNEL, HEAL_CHANNEL, 0};
+  }
+  ops[n++] = (heal_op){MORI_EV_REMAP, 1, MORI_RES_IMPORTED_HANDLE, HEAL_IMPORT(dead), dead};
+  ops[n++] = (heal_op){MORI_EV_REMAP, 1, MORI_RES_SLOT_MAPPING, slot_va(dead), dead};
+  return n;
+}
+
+static void apply(mori_fsm *m, const heal_op *op) {
+  int rc = op->push ? mori_fsm_push(m, op->kind, op->value, 0, op->aux)
+                    : mori_fsm_forget(m, op->kind, op->value);
+  if (rc != MORI_FSM_OK)
+    fail_msg("%s %s in %s: %d (%s)", op->push ? "push" : "forget", mori_res_name(op->kind),
+             mori_fsm_state_name(m->state.id), rc, m->why);
+}
+
+/* The work of the heal's step ev, on the fd path; REJOIN, RESYNC and
+ * BREAK record nothing. */
+static void heal_acquire(mori_fsm *m, mori_wevent ev, int dead) {
+  heal_op ops[16];
+  size_t n = heal_ops(dead, 1, ops);
+  for (size_t i = 0; i < n; i++)
+    if (ops[i].step == ev) apply(m, &ops[i]);
+}
+
 /* Records what the step `ev` of m's kind acquires, as the core's steps
  * do: EXCHANGE records every peer's fd and forgets the closed channel; a
- * block is allocated on a stream (ZERO records its zeroing's event). */
+ * block is allocated on a stream (ZERO records its zeroing's event); a
+ * heal's steps replace rank DEAD. */
 static void acquire(mori_fsm *m, mori_wevent ev) {
   int block = m->kind == BLOCK;
   switch (ev) {
@@ -172,7 +261,7 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
       break;
     }
     for (int r = 0; r < m->world_size; r++)
-      must_push(m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
+      must_push(m, MORI_RES_SLOT_MAPPING, slot_va(r), 1 << 21, r);
     break;
   case MORI_EV_ZERO:
     must_push(m, MORI_RES_ZERO_EVENT, 0xb10c, 0, 0);
@@ -204,6 +293,7 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
     must_push(m, MORI_RES_SIGNAL_STATE, 0x3170, 0, 0);
     break;
   default:
+    heal_acquire(m, ev, DEAD);
     break;
   }
 }
@@ -214,12 +304,18 @@ static void step(mori_fsm *m, mori_wevent ev) {
 }
 
 /* Puts a fresh machine in state s by legal steps; a state the kind never
- * reaches is set directly, with an empty ledger. */
+ * reaches is set directly, with an empty ledger.  A heal's state is
+ * reached through MAPPED and the heal, BROKEN by a heal that breaks with
+ * the channel bound (REJOINED: its ledger then holds the most kinds). */
 static void walk(mori_fsm *m, int s) {
   const mori_wevent *path = m->kind == BLOCK ? block_path : window_path;
   size_t len = m->kind == BLOCK ? sizeof block_path / sizeof block_path[0]
                                 : sizeof window_path / sizeof window_path[0];
   for (size_t i = 0; i < len && m->state.id != s; i++) step(m, path[i]);
+  if (m->kind != WINDOW || m->state.id != MORI_WS_MAPPED || !in_heal(s)) return;
+  int until = s == MORI_WS_BROKEN ? MORI_WS_REJOINED : s;
+  for (size_t i = 0; i < NHEAL && m->state.id != until; i++) step(m, heal_path[i]);
+  if (s == MORI_WS_BROKEN) step(m, MORI_EV_BREAK);
 }
 
 static void reach(mori_fsm *m, mori_fsm_kind kind, int s, int world) {
@@ -320,7 +416,10 @@ static void every_triple_moves_when_legal_and_changes_nothing_when_not(void **st
 
 /* The forward paths are what the driver walks: from every state the one
  * event mori_fsm_forward names is the next step of the path, and the final
- * and terminal states have none. */
+ * and terminal states have none.  A window's path goes on from MAPPED
+ * through a heal and back to MAPPED (the core's driver stops at MAPPED;
+ * heal.c fires the heal's steps); BROKEN, where a failed heal rests, has
+ * no forward step. */
 static void forward_names_each_step_of_the_path_and_none_at_the_end(void **state) {
   for (size_t k = 0; k < 2; k++) {
     const mori_wevent *path = kinds[k] == BLOCK ? block_path : window_path;
@@ -332,10 +431,23 @@ static void forward_names_each_step_of_the_path_and_none_at_the_end(void **state
       assert_int_equal(mori_fsm_forward(kinds[k], m.state.id), path[i]);
       step(&m, path[i]);
     }
-    assert_int_equal(m.state.id, kinds[k] == BLOCK ? (int)MORI_BS_EXPORTED : (int)MORI_WS_MAPPED);
-    assert_int_equal(mori_fsm_forward(kinds[k], m.state.id), -1);
+    if (kinds[k] == BLOCK) {
+      assert_int_equal(m.state.block, MORI_BS_EXPORTED);
+      assert_int_equal(mori_fsm_forward(BLOCK, m.state.id), -1);
+      finish(&m);
+      continue;
+    }
+    assert_int_equal(m.state.window, MORI_WS_MAPPED);
+    for (size_t i = 0; i < NHEAL; i++) {
+      assert_int_equal(mori_fsm_forward(WINDOW, m.state.id), heal_path[i]);
+      step(&m, heal_path[i]);
+    }
+    assert_int_equal(m.state.window, MORI_WS_MAPPED);
+    assert_int_equal(mori_fsm_forward(WINDOW, m.state.id), MORI_EV_LOSE);
     finish(&m);
   }
+  assert_int_equal(mori_fsm_forward(WINDOW, MORI_WS_BROKEN), -1);
+  assert_int_equal(mori_fsm_forward(BLOCK, MORI_WS_SLOT_LOST), -1); /* another kind's state */
   assert_int_equal(mori_fsm_forward(BLOCK, MORI_BS_RELEASED), -1);
   assert_int_equal(mori_fsm_forward(WINDOW, MORI_WS_FAILED), -1);
   assert_int_equal(mori_fsm_forward(BLOCK, MORI_WS_ATTACHED), -1); /* another kind's state */
@@ -347,7 +459,7 @@ static void fire_refuses_release_and_fail_which_need_a_callback(void **state) {
     mori_fsm_kind kind;
     int s;
   } live[] = {{BLOCK, MORI_BS_ALLOCATED}, {BLOCK, MORI_BS_EXPORTED}, {WINDOW, MORI_WS_ATTACHED},
-              {WINDOW, MORI_WS_MAPPED}};
+              {WINDOW, MORI_WS_MAPPED},    {WINDOW, MORI_WS_REJOINED},  {WINDOW, MORI_WS_BROKEN}};
   for (size_t i = 0; i < sizeof live / sizeof live[0]; i++) {
     mori_fsm m;
     reach(&m, live[i].kind, live[i].s, WORLD);
@@ -422,8 +534,7 @@ static void push_grows_the_ledger_and_keeps_every_entry(void **state) {
   reach(&m, WINDOW, MORI_WS_MAPPED, 64);
   assert_int_equal(m.len, 1 + 1 + 2 * 63 + 1 + 64 + 1 + 1);
   assert_true(m.cap >= m.len);
-  assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value,
-                   0x7e0000000000 + ((uintptr_t)63 << 21));
+  assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value, slot_va(63));
   finish(&m);
 }
 
@@ -450,9 +561,10 @@ static void capacity_is_the_largest_ledger_a_state_allows(void **state) {
     mori_fsm m;
     mori_fsm_init(&m, WINDOW, 0, worlds[i]);
     /* MAPPED: block ref, signal slot, fds and imports from every peer,
-     * span, slots, 1 table, signal state */
-    size_t want = 1 + 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 1 + 1;
-    assert_int_equal(mori_fsm_capacity(&m), want);
+     * span, slots, 1 table, signal state; BROKEN allows as much and a
+     * channel (the upper bounds of what a heal may leave) */
+    size_t mapped = 1 + 1 + 2 * (size_t)(worlds[i] - 1) + 1 + (size_t)worlds[i] + 1 + 1;
+    assert_int_equal(mori_fsm_capacity(&m), mapped + 1);
     finish(&m);
   }
   mori_fsm m;
@@ -474,6 +586,11 @@ static void reserved_room_makes_every_push_allocation_free(void **state) {
     hook.fail = 1; /* any allocation from here on would fail the test */
     walk(&m, kinds[k] == BLOCK ? MORI_BS_EXPORTED : MORI_WS_MAPPED);
     assert_int_equal(m.state.id, kinds[k] == BLOCK ? (int)MORI_BS_EXPORTED : (int)MORI_WS_MAPPED);
+    if (kinds[k] == WINDOW) { /* a heal, and one that breaks, record in place */
+      for (size_t i = 0; i < NHEAL; i++) step(&m, heal_path[i]);
+      step(&m, MORI_EV_BREAK);
+      assert_int_equal(m.state.window, MORI_WS_BROKEN);
+    }
     assert_int_equal(hook.calls, 1);
     hook.fail = 0;
     finish(&m);
@@ -674,6 +791,32 @@ static void created_with_a_reservation(mori_fsm *m) {
   must_push(m, MORI_RES_LOCAL_RESERVATION, 0x7f0000000000, 0, 0);
 }
 
+/* A heal's: LOSE that kept the dead rank's import; an exchange that
+ * never closed the heal's channel; a REMAP that mapped no slot; a broken
+ * heal that bound a second channel or gave back a second import. */
+static void lose_keeping_the_import(mori_fsm *m) {
+  m->state.window = MORI_WS_REEXCHANGED; /* a state that records imports */
+  must_push(m, MORI_RES_IMPORTED_HANDLE, 0x1000 + DEAD, 1 << 21, DEAD);
+  m->state.window = MORI_WS_SLOT_LOST;
+}
+static void reexchanged_keeping_the_channel(mori_fsm *m) {
+  must_push(m, MORI_RES_RECEIVED_FD, HEAL_FD(DEAD), 0, DEAD);
+  m->state.window = MORI_WS_REEXCHANGED;
+}
+static void healed_without_the_slot(mori_fsm *m) {
+  must_push(m, MORI_RES_IMPORTED_HANDLE, HEAL_IMPORT(DEAD), 0, DEAD);
+  m->state.window = MORI_WS_HEALED;
+}
+static void broken_with_two_channels(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_SIGNAL_SLOT, 2)].kind = MORI_RES_CHANNEL;
+}
+static void broken_short_of_an_import(mori_fsm *m) {
+  assert_int_equal(mori_fsm_forget(m, MORI_RES_IMPORTED_HANDLE, 0x1000), MORI_FSM_OK);
+}
+static void broken_with_the_dead_ranks_slot_twice(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_SLOT_MAPPING, 3)].aux = 0;
+}
+
 static const breakage breakages[] = {
     {"missing slot", WINDOW, MORI_WS_MAPPED, drop_slot_3, "MAPPED: 3 slot mappings, expected 4"},
     {"missing import", WINDOW, MORI_WS_MAPPED, drop_import_3,
@@ -731,6 +874,18 @@ static const breakage breakages[] = {
     {"init", BLOCK, MORI_BS_INIT, init_holding_a_handle, "INIT: 1 physical handle, expected 0"},
     {"created", BLOCK, MORI_BS_CREATED, created_with_a_reservation,
      "CREATED: 1 local reservation, expected 0"},
+    {"lose kept import", WINDOW, MORI_WS_SLOT_LOST, lose_keeping_the_import,
+     "SLOT_LOST: 3 imported handles, expected 2"},
+    {"heal channel kept", WINDOW, MORI_WS_REJOINED, reexchanged_keeping_the_channel,
+     "REEXCHANGED: 1 channel, expected 0"},
+    {"healed short a slot", WINDOW, MORI_WS_REEXCHANGED, healed_without_the_slot,
+     "HEALED: 3 slot mappings, expected 4"},
+    {"broken two channels", WINDOW, MORI_WS_BROKEN, broken_with_two_channels,
+     "BROKEN: 2 channels, expected 0..1"},
+    {"broken short an import", WINDOW, MORI_WS_BROKEN, broken_short_of_an_import,
+     "BROKEN: 1 imported handle, expected 2..3"},
+    {"broken duplicate slot", WINDOW, MORI_WS_BROKEN, broken_with_the_dead_ranks_slot_twice,
+     "BROKEN: two SLOT_MAPPING entries for rank 0"},
 };
 
 static void check_names_the_first_broken_invariant(void **state) {
@@ -765,12 +920,11 @@ static void received_fds_range_up_to_world_minus_1(void **state) {
 static void fire_with_a_broken_ledger_fails_and_stays_put(void **state) {
   mori_fsm m;
   reach(&m, WINDOW, MORI_WS_SPAN_RESERVED, WORLD);
-  for (int r = 0; r < WORLD - 1; r++)
-    must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + ((uintptr_t)r << 21), 1 << 21, r);
+  for (int r = 0; r < WORLD - 1; r++) must_push(&m, MORI_RES_SLOT_MAPPING, slot_va(r), 1 << 21, r);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
   assert_string_equal(m.why, "SLOTS_MAPPED: 3 slot mappings, expected 4");
   assert_int_equal(m.state.window, MORI_WS_SPAN_RESERVED);
-  must_push(&m, MORI_RES_SLOT_MAPPING, 0x7e0000000000 + (3ul << 21), 1 << 21, 3);
+  must_push(&m, MORI_RES_SLOT_MAPPING, slot_va(3), 1 << 21, 3);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_OK);
   assert_int_equal(m.state.window, MORI_WS_SLOTS_MAPPED);
   finish(&m);
@@ -994,6 +1148,247 @@ static void release_without_a_callback_is_refused_while_entries_need_one(void **
   finish(&m);
 }
 
+/* ---- a window's heal ---- */
+
+/* The release of a window is a safe teardown whatever a heal did to its
+ * ledger: every entry but the block reference given back once; the signal
+ * state first, then the device table, then every slot (the watchdog reads
+ * cells the slots map, the table points into them); the span after every
+ * slot; every import after the span (reserved after the imports) and
+ * before the fd it came by; the signal slot and the channel after all of
+ * those. */
+static void assert_safe_release(const recorder *r, size_t entries, int world) {
+  long at_table = -1, at_state = -1, at_span = -1, first_slot = -1, last_slot = -1;
+  long import_at[64], fd_at[64], signal_slot = -1, channel = -1;
+  assert_true(world <= 64);
+  for (int p = 0; p < world; p++) import_at[p] = fd_at[p] = -1;
+  assert_int_equal(r->n, entries - 1);
+  for (size_t i = 0; i < r->n; i++) {
+    const mori_ledger_entry *e = &r->seen[i];
+    long at = (long)i;
+    switch (e->kind) {
+    case MORI_RES_SIGNAL_STATE: at_state = at; break;
+    case MORI_RES_DEVICE_TABLE: at_table = at; break;
+    case MORI_RES_SPAN_RESERVATION: at_span = at; break;
+    case MORI_RES_SIGNAL_SLOT: signal_slot = at; break;
+    case MORI_RES_CHANNEL: channel = at; break;
+    case MORI_RES_SLOT_MAPPING:
+      if (first_slot < 0) first_slot = at;
+      last_slot = at;
+      break;
+    case MORI_RES_IMPORTED_HANDLE:
+      assert_int_equal(import_at[e->aux], -1);
+      import_at[e->aux] = at;
+      break;
+    case MORI_RES_RECEIVED_FD:
+      assert_int_equal(fd_at[e->aux], -1);
+      fd_at[e->aux] = at;
+      break;
+    default:
+      fail_msg("released %s from a window", mori_res_name(e->kind));
+    }
+  }
+  assert_true(at_state >= 0 && at_state < at_table);
+  assert_true(at_table < first_slot && last_slot < at_span);
+  for (int p = 0; p < world; p++) {
+    if (import_at[p] >= 0) assert_true(at_span < import_at[p]);
+    if (import_at[p] >= 0 && fd_at[p] >= 0 && import_at[p] > fd_at[p])
+      fail_msg("rank %d's fd closed before the handle imported from it", p);
+    assert_true(fd_at[p] < signal_slot && import_at[p] < signal_slot);
+  }
+  if (channel >= 0) assert_true(signal_slot < channel); /* tier 6, under the slot's 7 */
+}
+
+/* A MAPPED window as the fabric path leaves it: no received fd. */
+static void as_on_the_fabric_path(mori_fsm *m) {
+  for (int p = 0; p < m->world_size; p++)
+    if (p != m->rank)
+      assert_int_equal(mori_fsm_forget(m, MORI_RES_RECEIVED_FD, 20 + (uintptr_t)p), MORI_FSM_OK);
+  assert_int_equal(mori_fsm_check(m), MORI_FSM_OK);
+}
+
+/* MAPPED -LOSE-> ... -RESYNC-> MAPPED, with the heal's work as heal.c
+ * does it: the ledger passes the check in every state; back in MAPPED it
+ * is the rendezvous's, but for the dead rank's fd, import and slot, which
+ * are the replacement's, each at its tier's place (the fd and the import
+ * after every other rank's, before the span; the slot after every other
+ * slot, before the device table), not appended; and a RELEASE then is as
+ * safe a teardown as a window's that never healed.  On the fd path and
+ * the fabric path, for a dead rank below, above and at either end. */
+static void heal_returns_a_mapped_window_to_mapped_with_each_entry_at_its_place(void **state) {
+  static const struct {
+    int world, rank, dead, fds;
+  } cases[] = {{4, RANK, DEAD, 1}, {2, 0, 1, 1},   {2, 1, 0, 1},    {4, 3, 0, 0},
+               {16, 5, 0, 1},      {16, 5, 15, 1}, {16, 15, 7, 0}};
+  static const int after[NHEAL] = {MORI_WS_SLOT_LOST,   MORI_WS_HEAL_BOUND, MORI_WS_REJOINED,
+                                   MORI_WS_REEXCHANGED, MORI_WS_HEALED,     MORI_WS_MAPPED};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int world = cases[c].world, dead = cases[c].dead, fds = cases[c].fds;
+    mori_fsm m;
+    mori_fsm_init(&m, WINDOW, cases[c].rank, world);
+    walk(&m, MORI_WS_MAPPED);
+    if (!fds) as_on_the_fabric_path(&m);
+    assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
+    /* what MAPPED must hold after the heal: the same entries in the same
+     * order, the replacement's fd and import before the span, its slot
+     * before the device table */
+    mori_ledger_entry want[128];
+    size_t n = 0;
+    for (size_t i = 0; i < m.len; i++) {
+      mori_ledger_entry e = m.ledger[i];
+      int dead_ones = e.aux == dead && (e.kind == MORI_RES_RECEIVED_FD ||
+                                        e.kind == MORI_RES_IMPORTED_HANDLE ||
+                                        e.kind == MORI_RES_SLOT_MAPPING);
+      if (e.kind == MORI_RES_SPAN_RESERVATION) {
+        if (fds) want[n++] = (mori_ledger_entry){MORI_RES_RECEIVED_FD, HEAL_FD(dead), 0, dead};
+        want[n++] = (mori_ledger_entry){MORI_RES_IMPORTED_HANDLE, HEAL_IMPORT(dead), 0, dead};
+      }
+      if (e.kind == MORI_RES_DEVICE_TABLE)
+        want[n++] = (mori_ledger_entry){MORI_RES_SLOT_MAPPING, slot_va(dead), 0, dead};
+      if (!dead_ones) want[n++] = e;
+    }
+    assert_int_equal(n, m.len);
+    heal_op ops[16];
+    size_t nops = heal_ops(dead, fds, ops);
+    for (size_t i = 0; i < NHEAL; i++) {
+      for (size_t j = 0; j < nops; j++)
+        if (ops[j].step == heal_path[i]) apply(&m, &ops[j]);
+      int rc = mori_fsm_fire(&m, heal_path[i]);
+      if (rc != MORI_FSM_OK)
+        fail_msg("world %d: %s: %d (%s)", world, mori_wevent_name(heal_path[i]), rc, m.why);
+      assert_int_equal(m.state.window, after[i]);
+      assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
+      if (after[i] == MORI_WS_SLOT_LOST) {
+        assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), world - 1);
+        assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), world - 2);
+        assert_int_equal(mori_fsm_count(&m, MORI_RES_RECEIVED_FD), fds ? world - 2 : 0);
+      }
+      if (after[i] == MORI_WS_HEAL_BOUND && fds) { /* the channel at its tier's place */
+        assert_int_equal(m.ledger[0].kind, MORI_RES_BLOCK_REF);
+        assert_int_equal(m.ledger[1].kind, MORI_RES_CHANNEL);
+        assert_int_equal(m.ledger[2].kind, MORI_RES_SIGNAL_SLOT);
+      }
+    }
+    assert_int_equal(m.len, n);
+    for (size_t i = 0; i < n; i++)
+      if (m.ledger[i].kind != want[i].kind || m.ledger[i].value != want[i].value ||
+          m.ledger[i].aux != want[i].aux)
+        fail_msg("world %d, dead %d: entry %zu is %s 0x%lx (aux %d), expected %s 0x%lx (aux %d)",
+                 world, dead, i, mori_res_name(m.ledger[i].kind),
+                 (unsigned long)m.ledger[i].value, m.ledger[i].aux, mori_res_name(want[i].kind),
+                 (unsigned long)want[i].value, want[i].aux);
+    /* and a heal again, from the healed window */
+    assert_int_equal(mori_fsm_forward(WINDOW, m.state.id), MORI_EV_LOSE);
+    recorder *r = new_recorder();
+    assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
+    assert_safe_release(r, n, world);
+    /* the replacement's: its slot unmapped right after the device table,
+     * its import released before its fd */
+    size_t table = 0;
+    while (r->seen[table].kind != MORI_RES_DEVICE_TABLE) table++;
+    assert_int_equal(r->seen[table + 1].kind, MORI_RES_SLOT_MAPPING);
+    assert_int_equal(r->seen[table + 1].aux, dead);
+    free(r);
+    finish(&m);
+  }
+}
+
+/* A heal that fails anywhere, after any piece of its work, breaks the
+ * window: BREAK is legal from MAPPED (its first step failed) and from
+ * every state of the heal, BROKEN's bounds admit whatever was left, no
+ * step leaves BROKEN, and its RELEASE (or FAIL) gives every entry back,
+ * in a safe order, once. */
+static void a_heal_broken_after_any_piece_of_its_work_unwinds_everything(void **state) {
+  for (int fds = 0; fds <= 1; fds++) {
+    heal_op ops[16];
+    size_t nops = heal_ops(DEAD, fds, ops);
+    /* the heal as a script: each step's work, then its event */
+    size_t len = nops + NHEAL;
+    for (size_t cut = 0; cut <= len; cut++) {
+      for (int by_fail = 0; by_fail <= 1; by_fail++) {
+        mori_fsm m;
+        reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
+        if (!fds) as_on_the_fabric_path(&m);
+        size_t done = 0;
+        for (size_t i = 0; i < NHEAL && done < cut; i++) {
+          for (size_t j = 0; j < nops && done < cut; j++)
+            if (ops[j].step == heal_path[i]) apply(&m, &ops[j]), done++;
+          if (done < cut) {
+            assert_int_equal(mori_fsm_fire(&m, heal_path[i]), MORI_FSM_OK);
+            done++;
+          }
+        }
+        int from = m.state.id;
+        int rc = mori_fsm_fire(&m, MORI_EV_BREAK);
+        if (rc != MORI_FSM_OK)
+          fail_msg("fds %d, cut %zu: BREAK from %s: %d (%s)", fds, cut,
+                   mori_fsm_state_name(from), rc, m.why);
+        assert_int_equal(m.state.window, MORI_WS_BROKEN);
+        assert_int_equal(mori_fsm_forward(WINDOW, m.state.id), -1);
+        for (size_t i = 0; i < NHEAL; i++) /* failed for good: no heal goes on */
+          assert_int_equal(mori_fsm_fire(&m, heal_path[i]), MORI_FSM_EILLEGAL);
+        assert_int_equal(mori_fsm_fire(&m, MORI_EV_BREAK), MORI_FSM_EILLEGAL);
+        assert_int_equal(m.state.window, MORI_WS_BROKEN);
+        size_t entries = m.len;
+        recorder *r = new_recorder();
+        rc = by_fail ? mori_fsm_fail(&m, record, r) : mori_fsm_release(&m, record, r);
+        assert_int_equal(rc, MORI_FSM_OK);
+        assert_int_equal(m.state.id, by_fail ? MORI_FSM_FAILED : MORI_FSM_RELEASED);
+        assert_int_equal(m.len, 0);
+        assert_safe_release(r, entries, WORLD);
+        free(r);
+        finish(&m);
+      }
+    }
+  }
+}
+
+/* A heal records only the replacement's entries, each in the one state
+ * whose step records it: nothing comes back in MAPPED (LOSE gives back,
+ * records nothing), a slot before REMAP, an import before its fd, a
+ * second channel, or anything once BROKEN.  Each refusal names the kind
+ * and the state, leaves the ledger as it was, and the heal goes on. */
+static void a_push_outside_a_heal_states_acquisitions_is_refused(void **state) {
+  static const struct {
+    int s;
+    mori_res kind;
+  } refused[] = {
+      {MORI_WS_MAPPED, MORI_RES_IMPORTED_HANDLE}, {MORI_WS_MAPPED, MORI_RES_SLOT_MAPPING},
+      {MORI_WS_MAPPED, MORI_RES_RECEIVED_FD},     {MORI_WS_SLOT_LOST, MORI_RES_SLOT_MAPPING},
+      {MORI_WS_SLOT_LOST, MORI_RES_RECEIVED_FD},  {MORI_WS_HEAL_BOUND, MORI_RES_CHANNEL},
+      {MORI_WS_HEAL_BOUND, MORI_RES_RECEIVED_FD}, {MORI_WS_REJOINED, MORI_RES_IMPORTED_HANDLE},
+      {MORI_WS_REJOINED, MORI_RES_CHANNEL},       {MORI_WS_REEXCHANGED, MORI_RES_RECEIVED_FD},
+      {MORI_WS_REEXCHANGED, MORI_RES_DEVICE_TABLE}, {MORI_WS_HEALED, MORI_RES_SLOT_MAPPING},
+      {MORI_WS_HEALED, MORI_RES_SIGNAL_STATE},    {MORI_WS_BROKEN, MORI_RES_CHANNEL},
+      {MORI_WS_BROKEN, MORI_RES_IMPORTED_HANDLE}, {MORI_WS_BROKEN, MORI_RES_SLOT_MAPPING},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    mori_fsm m;
+    reach(&m, WINDOW, refused[i].s, WORLD);
+    assert_int_equal(m.state.id, refused[i].s);
+    mori_ledger_entry before[128];
+    size_t n = m.len;
+    memcpy(before, m.ledger, n * sizeof before[0]);
+    int rc = mori_fsm_push(&m, refused[i].kind, 0x42, 0, DEAD);
+    if (rc != MORI_FSM_EILLEGAL) fail_msg("push %s in %s: %d", mori_res_name(refused[i].kind),
+                                          mori_fsm_state_name(refused[i].s), rc);
+    char why[128];
+    snprintf(why, sizeof why, "push %s: not acquired in %s (window)",
+             mori_res_name(refused[i].kind), mori_fsm_state_name(refused[i].s));
+    assert_string_equal(m.why, why);
+    assert_int_equal(m.len, n);
+    for (size_t j = 0; j < n; j++) { /* field by field: the struct has padding */
+      assert_int_equal(m.ledger[j].kind, before[j].kind);
+      assert_int_equal(m.ledger[j].value, before[j].value);
+      assert_int_equal(m.ledger[j].aux, before[j].aux);
+    }
+    assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
+    int ev = mori_fsm_forward(WINDOW, m.state.id);
+    if (ev >= 0) step(&m, (mori_wevent)ev); /* the heal goes on */
+    finish(&m);
+  }
+}
+
 /* ---- lifecycle asserts ---- */
 
 static void destroy_of_a_live_machine_aborts(void **state) {
@@ -1022,17 +1417,22 @@ static void names_are_the_enumerators_and_out_of_range_is_a_question_mark(void *
       "INIT",      "CREATED",    "RESERVED",      "BACKED",       "ACCESSIBLE",       "ALLOCATED",
       "EXPORTED",  "ATTACHED",   "BOUND",         "PUBLISHED",    "GATHERED",         "VALIDATED",
       "SLOT_TAKEN", "EXCHANGED", "RENDEZVOUS",    "SPAN_RESERVED", "SLOTS_MAPPED",
-      "SLOTS_ACCESSIBLE", "TABLES_BUILT", "MAPPED", "RELEASED", "FAILED"};
+      "SLOTS_ACCESSIBLE", "TABLES_BUILT", "MAPPED", "SLOT_LOST", "HEAL_BOUND", "REJOINED",
+      "REEXCHANGED", "HEALED", "BROKEN", "RELEASED", "FAILED"};
   static const char *const events[] = {
       "CREATE", "RESERVE",  "MAP",    "GRANT",     "ZERO",     "EXPORT",       "ATTACH",
       "BIND",   "PUBLISH",  "GATHER", "VALIDATE",  "TAKE_SLOT", "EXCHANGE",    "IMPORT",
-      "BUILD_TABLES", "BARRIER", "RELEASE", "FAIL"};
+      "BUILD_TABLES", "BARRIER", "RELEASE", "FAIL", "LOSE", "REBIND", "REJOIN", "REEXCHANGE",
+      "REMAP", "RESYNC", "BREAK"};
   static const char *const res[] = {
       "PHYS_HANDLE", "LOCAL_RESERVATION", "LOCAL_MAPPING",    "EXPORTED_FD",
       "BLOCK_REF",   "CHANNEL",           "RECEIVED_FD",      "IMPORTED_HANDLE",
       "SPAN_RESERVATION", "SLOT_MAPPING", "DEVICE_TABLE",     "ZERO_EVENT",
       "SIGNAL_SLOT",      "SIGNAL_STATE"};
   assert_int_equal(MORI_FSM_NSTATES, sizeof states / sizeof states[0]);
+  /* the tables' masks (a row's acquisitions, a lifecycle's allowed window
+   * states, the diagram's states in use) hold one bit per state */
+  assert_true(MORI_FSM_NSTATES <= 32);
   for (int i = 0; i < MORI_FSM_NSTATES; i++) {
     assert_string_equal(mori_fsm_state_name(i), states[i]);
     assert_true(strlen(mori__fsm_state_words(i)) > 0);
@@ -1065,6 +1465,14 @@ static void block_and_window_states_share_only_init_released_and_failed(void **s
     assert_int_equal(mori__fsm_ledger(WINDOW, block[i], held), -1);
     assert_int_equal(mori_fsm_forward(WINDOW, block[i]), -1);
   }
+  /* a heal's states are a window's alone */
+  for (size_t i = 0; i < NHEAL_STATES; i++) {
+    mori__count held[MORI_RES__COUNT];
+    assert_int_equal(mori__fsm_ledger(WINDOW, heal_states[i], held), 0);
+    assert_int_equal(mori__fsm_ledger(BLOCK, heal_states[i], held), -1);
+    for (int ev = 0; ev < MORI_EV__COUNT; ev++)
+      assert_int_equal(mori_fsm_next(BLOCK, heal_states[i], (mori_wevent)ev), -1);
+  }
 }
 
 /* A state's line is what the steps that lead to it add, kind by kind in
@@ -1085,6 +1493,22 @@ static void invariant_lines_are_rendered_from_the_steps(void **state) {
       {MORI_WS_MAPPED, "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
                        "world_size-1 imported handles, 1 span reservation, world_size slot "
                        "mappings, 1 device table, 0..1 signal state"},
+      /* a heal: one rank's fd, import and slot fewer, then a channel, then
+       * back; a broken one anywhere between */
+      {MORI_WS_SLOT_LOST, "window: 1 block reference, 1 signal slot, 0..world_size-2 received "
+                          "fds, world_size-2 imported handles, 1 span reservation, "
+                          "world_size-1 slot mappings, 1 device table, 0..1 signal state"},
+      {MORI_WS_REJOINED, "window: 1 block reference, 0..1 channel, 1 signal slot, "
+                         "0..world_size-2 received fds, world_size-2 imported handles, 1 span "
+                         "reservation, world_size-1 slot mappings, 1 device table, 0..1 "
+                         "signal state"},
+      {MORI_WS_HEALED, "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
+                       "world_size-1 imported handles, 1 span reservation, world_size slot "
+                       "mappings, 1 device table, 0..1 signal state"},
+      {MORI_WS_BROKEN, "window: 1 block reference, 0..1 channel, 1 signal slot, "
+                       "0..world_size-1 received fds, world_size-2..world_size-1 imported "
+                       "handles, 1 span reservation, world_size-1..world_size slot mappings, 1 "
+                       "device table, 0..1 signal state"},
       {MORI_FSM_FAILED, "empty ledger"},
   };
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
@@ -1177,14 +1601,30 @@ static void life_check_names_the_fact_a_state_forbids(void **state) {
       {MORI_LIFE_OPEN, {0, 0, 0, 1, MORI_WS_MAPPED}, "OPEN: listed is 0, expected 1"},
       {MORI_LIFE_OPEN, {0, 0, 1, 0, MORI_WS_MAPPED}, "OPEN: attached is 0, expected 1"},
       {MORI_LIFE_OPEN, {0, 0, 1, 1, MORI_WS_TABLES_BUILT},
-       "OPEN: window machine is TABLES_BUILT, expected MAPPED"},
+       "OPEN: window machine is TABLES_BUILT, expected MAPPED, SLOT_LOST, HEAL_BOUND, REJOINED, "
+       "REEXCHANGED, HEALED or BROKEN"},
       {MORI_LIFE_OPEN, {-2, 0, 1, 1, MORI_WS_MAPPED}, "OPEN: refs is -2, expected 0 or > 0"},
+      /* an open window heals while a call holds it, and one whose heal
+       * failed stays open, BROKEN, until its teardown */
+      {MORI_LIFE_OPEN, {1, 1, 1, 1, MORI_WS_SLOT_LOST}, NULL},
+      {MORI_LIFE_OPEN, {1, 1, 1, 1, MORI_WS_HEAL_BOUND}, NULL},
+      {MORI_LIFE_OPEN, {1, 1, 1, 1, MORI_WS_REJOINED}, NULL},
+      {MORI_LIFE_OPEN, {1, 1, 1, 1, MORI_WS_REEXCHANGED}, NULL},
+      {MORI_LIFE_OPEN, {1, 1, 1, 1, MORI_WS_HEALED}, NULL},
+      {MORI_LIFE_OPEN, {1, 0, 1, 1, MORI_WS_BROKEN}, NULL},
+      {MORI_LIFE_OPEN, {1, 0, 1, 1, MORI_WS_RELEASED},
+       "OPEN: window machine is RELEASED, expected MAPPED, SLOT_LOST, HEAL_BOUND, REJOINED, "
+       "REEXCHANGED, HEALED or BROKEN"},
       {MORI_LIFE_CLOSING, {1, 0, 1, 1, MORI_WS_MAPPED}, NULL},
+      {MORI_LIFE_CLOSING, {1, 0, 1, 1, MORI_WS_BROKEN}, NULL},
       {MORI_LIFE_CLOSING, {1, 0, 1, 1, MORI_WS_RELEASED}, NULL},
       {MORI_LIFE_CLOSING, {0, 1, 1, 1, MORI_WS_MAPPED}, "CLOSING: busy is 1, expected 0"},
       {MORI_LIFE_CLOSING, {0, 0, 0, 1, MORI_WS_MAPPED}, "CLOSING: listed is 0, expected 1"},
       {MORI_LIFE_CLOSING, {0, 0, 1, 1, MORI_WS_FAILED},
-       "CLOSING: window machine is FAILED, expected MAPPED or RELEASED"},
+       "CLOSING: window machine is FAILED, expected MAPPED, BROKEN or RELEASED"},
+      /* a teardown claims no window in the middle of a heal */
+      {MORI_LIFE_CLOSING, {0, 0, 1, 1, MORI_WS_REEXCHANGED},
+       "CLOSING: window machine is REEXCHANGED, expected MAPPED, BROKEN or RELEASED"},
       {MORI_LIFE_CLOSED, {2, 0, 0, 0, MORI_WS_RELEASED}, NULL},
       {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_FAILED}, NULL},
       {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_INIT}, NULL},
@@ -1193,6 +1633,8 @@ static void life_check_names_the_fact_a_state_forbids(void **state) {
       {MORI_LIFE_CLOSED, {0, 0, 0, 1, MORI_WS_RELEASED}, "CLOSED: attached is 1, expected 0"},
       {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_MAPPED},
        "CLOSED: window machine is MAPPED, expected INIT, RELEASED or FAILED"},
+      {MORI_LIFE_CLOSED, {0, 0, 0, 0, MORI_WS_BROKEN},
+       "CLOSED: window machine is BROKEN, expected INIT, RELEASED or FAILED"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char why[256] = "";
@@ -1318,8 +1760,9 @@ static void watch_check_names_the_fact_a_state_forbids(void **state) {
 static void lifecycle_lines_and_names_are_what_the_tables_say(void **state) {
   static const char *const life_lines[] = {
       "refs 0; busy 0; not listed; attached; window machine not RELEASED",
-      "listed; attached; window machine MAPPED",
-      "busy 0; listed; attached; window machine MAPPED or RELEASED",
+      "listed; attached; window machine MAPPED, SLOT_LOST, HEAL_BOUND, REJOINED, REEXCHANGED, "
+      "HEALED or BROKEN",
+      "busy 0; listed; attached; window machine MAPPED, BROKEN or RELEASED",
       "busy 0; not listed; detached; window machine INIT, RELEASED or FAILED",
   };
   static const char *const life_names[] = {"OPENING", "OPEN", "CLOSING", "CLOSED"};
@@ -1432,6 +1875,17 @@ static void dot_draws_each_machine_as_a_cluster_with_its_own_failure_sink(void *
                                      "tooltip=\"acquires nothing\"];\n"));
   assert_non_null(strstr(cluster[1], "    window_MAPPED -> window_RELEASED [label=\"RELEASE\", "
                                      "tooltip=\"unwinds the ledger in reverse order\"];\n"));
+  /* and what it gives back: a step that closes its channel, a heal's LOSE;
+   * a BREAK records and gives back nothing */
+  assert_non_null(strstr(cluster[1], "    window_SLOT_TAKEN -> window_EXCHANGED [label=\"EXCHANGE"
+                                     "\\n+ received fd\\n- channel\", tooltip=\"acquires "
+                                     "RECEIVED_FD; gives back CHANNEL\"];\n"));
+  assert_non_null(strstr(cluster[1], "    window_MAPPED -> window_SLOT_LOST [label=\"LOSE\\n- "
+                                     "received fd\\n- imported handle\\n- slot mapping\", "
+                                     "tooltip=\"gives back RECEIVED_FD, IMPORTED_HANDLE, "
+                                     "SLOT_MAPPING\"];\n"));
+  assert_non_null(strstr(cluster[1], "    window_REJOINED -> window_BROKEN [label=\"BREAK\", "
+                                     "tooltip=\"acquires nothing\"];\n"));
   /* nothing but the clusters: no node or edge at the top level */
   for (const char *p = dot; (p = strstr(p, "\n  ")) != NULL; p++) {
     if (p[3] == ' ') continue;
@@ -1518,6 +1972,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(block_ref_never_reaches_the_release_callback),
       cmocka_unit_test(rollback_of_only_a_block_ref_needs_no_callback),
       cmocka_unit_test(release_without_a_callback_is_refused_while_entries_need_one),
+      cmocka_unit_test(heal_returns_a_mapped_window_to_mapped_with_each_entry_at_its_place),
+      cmocka_unit_test(a_heal_broken_after_any_piece_of_its_work_unwinds_everything),
+      cmocka_unit_test(a_push_outside_a_heal_states_acquisitions_is_refused),
       cmocka_unit_test(destroy_of_a_live_machine_aborts),
       cmocka_unit_test(names_are_the_enumerators_and_out_of_range_is_a_question_mark),
       cmocka_unit_test(block_and_window_states_share_only_init_released_and_failed),
