@@ -8,7 +8,7 @@
 # as not passed.  Results go under $OUT (or ./gpu-results): summary.txt,
 # gpu-suite.log, and steps/ (each step's log and each part's own files).
 #
-#   MORI_GPU_PARTS="c bench scale torch compare kill examples"   (the default: all,
+#   MORI_GPU_PARTS="c bench scale torch compare kill heal examples"   (the default: all,
 #   run in this order)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +21,7 @@ RES=$OUT/steps
 rm -rf "$RES"
 mkdir -p "$RES"
 SHIM=${MORI_GPU_SHIM:-cuda}
-PARTS=" ${MORI_GPU_PARTS:-c bench scale torch kill examples compare} "
+PARTS=" ${MORI_GPU_PARTS:-c bench scale torch kill heal examples compare} "
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$NGPU" -ge 1 ] || NGPU=$(rocm-smi --showid 2>/dev/null | grep -c '^GPU') || true
 failed=()
@@ -84,12 +84,13 @@ part bench && script bench tests/gpu/bench.sh
 part scale && script scale tests/gpu/scale.sh
 torch_ok=0
 python3 -c 'import torch' 2>/dev/null && torch_ok=1
-for p in torch compare kill examples; do
+for p in torch compare kill heal examples; do
   part $p || continue
   if [ $torch_ok = 0 ]; then echo "=== FAIL $p: no torch in this environment"; failed+=("$p"); continue; fi
   case $p in
     torch) script torch_suite tests/gpu/torch_suite.sh ;;
     kill) script kill_peer tests/gpu/kill_peer.sh ;;
+    heal) script heal_torch tests/gpu/heal_torch.sh ;;
     examples) script examples tests/gpu/examples.sh ;;
     compare) script compare tests/gpu/compare.sh ;;
   esac

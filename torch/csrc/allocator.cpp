@@ -6,6 +6,10 @@
 // extension is loaded.
 #include "mori_torch.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/env.h>
@@ -197,6 +201,10 @@ void MoriAllocator::free(void* ptr) {
         std::fprintf(stderr, "[mori-symm] free(%p): not a block this allocator returned\n", ptr);
       return;
     }
+    for (const Window& e : it->second.windows) {  // no longer the group's to heal
+      auto& made = made_[e.group];
+      made.erase(std::remove(made.begin(), made.end(), e.core), made.end());
+    }
     blocks_.erase(it);
   }
   if (mori_symm_free(ptr) != 0) std::fprintf(stderr, "[mori-symm] %s\n", mori_last_error());
@@ -306,7 +314,10 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
                 message("MORI rendezvous: block %p was freed while its rendezvous ran", base).c_str());
     bool known = false;
     for (const Window& e : it->second.windows) known |= e.group == group;
-    if (!known) it->second.windows.push_back(Window{group, w});
+    if (!known) {
+      it->second.windows.push_back(Window{group, w});
+      made_[group].push_back(w);
+    }
     handle = c10::make_intrusive<MoriSymmetricMemory>(w, group, offset);
     trace.total_us = now_us() - t0;
     last_ = trace;
@@ -328,6 +339,39 @@ bool MoriAllocator::has_allocation(void* ptr) {
   return blocks_.find(ptr) != blocks_.end();
 }
 #endif
+
+int MoriAllocator::heal(const std::string& group, int dead_rank, int wait_ms) {
+  std::vector<mori_window*> windows;
+  {
+    // free() takes a block's windows out of made_.
+    std::lock_guard<std::mutex> lock(mutex_);
+    windows = made_[group];
+  }
+  Group g = resolve_group(group);
+  TORCH_CHECK(g.store, message("MORI heal: group '%s' has no store", group.c_str()).c_str());
+  Waiting waiting;
+  StoreTimes times;
+  mori_store* store = wrap_store(g.store, &times);
+  int healed = 0, rc = MORI_OK;
+  std::string why;
+  for (mori_window* w : windows) {
+    c10::DeviceGuard guard(cuda(mori_window_device(w)));
+    // The dead rank's process may take a moment to be reaped.
+    double t0 = now_us();
+    while ((rc = mori_window_heal(w, dead_rank, store)) == MORI_ESTATE &&
+           std::strstr(mori_last_error(), "is alive") != nullptr &&
+           now_us() - t0 < wait_ms * 1e3)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (rc != 0) {
+      why = mori_last_error();
+      break;
+    }
+    healed++;
+  }
+  store->destroy(store);
+  TORCH_CHECK(rc == 0, why.c_str());
+  return healed;
+}
 
 void MoriAllocator::release_all() {
   {

@@ -130,4 +130,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("probe", &probe, py::arg("device"));
   m.def("_stream_probe", &stream_probe, py::arg("n"));
   m.def("teardown_enabled", [] { return mori_symm_teardown_enabled() != 0; });
+  m.def("heal", [](const std::string& group, int dead_rank, int wait_ms) {
+          return allocator().heal(group, dead_rank, wait_ms);
+        },
+        py::arg("group"), py::arg("dead_rank"), py::arg("wait_ms"));
+  m.def("set_replacement", [](bool on) { mori_symm_set_replacement(on ? 1 : 0); },
+        py::arg("on"));
 }

@@ -143,6 +143,11 @@ class MoriAllocator final : public symm::SymmetricMemoryAllocator {
   void release_all();
   long adapter_cache_hits();
   RendezvousTrace last_rendezvous();
+  // Heals every live window of group after the death of its rank dead_rank
+  // (mori_window_heal), in the order they were made, which is the order a
+  // replacement's rendezvous join them; waits up to wait_ms for the dead
+  // rank's process to be gone first.  Returns how many windows healed.
+  int heal(const std::string& group, int dead_rank, int wait_ms);
 
  private:
   // A (block, group) that has rendezvoused.  The core window stays valid
@@ -166,8 +171,10 @@ class MoriAllocator final : public symm::SymmetricMemoryAllocator {
                                                            const std::string& group,
                                                            int device);
 
-  std::mutex mutex_;  // blocks_, cache_hits_, last_ only
+  std::mutex mutex_;  // blocks_, cache_hits_, last_, made_ only
   std::map<void*, Block> blocks_;
+  // Per group, its windows in the order they were made (heal's order).
+  std::map<std::string, std::vector<mori_window*>> made_;
   long cache_hits_ = 0;
   RendezvousTrace last_;
 

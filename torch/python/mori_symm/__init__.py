@@ -113,6 +113,24 @@ def shim_backend() -> str:
     return _C.shim_backend()
 
 
+def heal(group_name: str, dead_rank: int, wait_ms: int = 10000) -> int:
+    """Heal every window of `group_name` on this rank after the death of its
+    rank `dead_rank` (docs/recovery.md): a replacement process, started as
+    that rank with MORI_SYMM_REPLACEMENT=1 (or set_replacement(True) before
+    its first rendezvous), makes the group's rendezvous in the same order as
+    the rank it replaces.  The handles, tensors, buffer_ptrs and signal pads
+    of this rank stay valid; graphs captured on them replay.  Waits up to
+    wait_ms for the dead rank's process to be gone first.  Returns how many
+    windows healed; raises with the core's message if one did not."""
+    return _C.heal(group_name, dead_rank, wait_ms)
+
+
+def set_replacement(on: bool = True) -> None:
+    """Mark this process as the replacement of a dead rank (before its first
+    rendezvous); the same as MORI_SYMM_REPLACEMENT=1."""
+    _C.set_replacement(on)
+
+
 def release_all() -> None:
     """Tear down every window and block now.  Tensors still referring to them
     must not be used afterwards; handles taken before stop being live (their
