@@ -29,6 +29,11 @@
  * engine's watchdog entry, begun before the waits and ended after them)
  * is one walk down, not a walk back.  Both engines are recorded
  * (MORI_SYMM_SIGNAL_ENGINE=memop, kernel), and the automatic one.
+ *
+ * A rendezvous is recorded too (mori_symm_rendezvous of two ranks): no
+ * file is entered while it is running already, but by the driver
+ * (driver.c), which calls each step back in the file that drives the
+ * machine (reentered()).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -228,9 +233,48 @@ static void questions(const char *hub, int *backs, char *which, size_t wn) {
   }
 }
 
+/* The rendezvous's rule: no file is entered while it is running already,
+ * but the driver (driver.c, and fsm/'s tables), which runs a machine's
+ * steps by calling back into the file that called it: rendezvous.c for
+ * the window, block.c for the block's export inside the window's ATTACH.
+ * *backs counts the calls that break it, named "caller -> file" in
+ * `which`. */
+static void reentered(int *backs, char *which, size_t wn) {
+  int stack[256], depth = 0;
+  size_t wlen = 0;
+  *backs = 0;
+  which[0] = '\0';
+  for (int i = 0; i < nevents; i++) {
+    int f = fn_index(events[i].fn);
+    const char *file = fns[f].file, *caller = "api";
+    if (depth > 0) caller = fns[stack[depth <= 256 ? depth - 1 : 255]].file;
+    if (!events[i].enter) {
+      depth -= depth > 0;
+      continue;
+    }
+    /* the file that called the driver running now: its steps' file */
+    const char *driven = NULL;
+    if (strcmp(caller, "driver.c") == 0)
+      for (int d = depth - 1; d > 0 && d < 256 && driven == NULL; d--)
+        if (strcmp(fns[stack[d]].file, "driver.c") != 0) driven = fns[stack[d]].file;
+    if (strcmp(file, caller) != 0 && !is_driver(file) && strcmp(file, "driver.c") != 0 &&
+        !(driven != NULL && strcmp(file, driven) == 0)) {
+      int back = 0;
+      for (int d = 0; d < depth && d < 256; d++) back |= strcmp(fns[stack[d]].file, file) == 0;
+      if (back) {
+        ++*backs;
+        wlen += (size_t)snprintf(which + wlen, wlen < wn ? wn - wlen : 0, "%s%s -> %s",
+                                 wlen ? ", " : "", caller, file);
+      }
+    }
+    if (depth < 256) stack[depth] = f;
+    depth++;
+  }
+}
+
 /* ---- the ranks ---- */
 
-enum what { FREE, RELEASE_ALL, BARRIER };
+enum what { FREE, RELEASE_ALL, BARRIER, RENDEZVOUS };
 
 typedef struct plan {
   enum what what;
@@ -271,8 +315,24 @@ static int route_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (pl->engine != NULL) setenv("MORI_SYMM_SIGNAL_ENGINE", pl->engine, 1);
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
   CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(base, "route", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-        "rendezvous: %s", mori_last_error());
+  if (pl->what == RENDEZVOUS) record_start();
+  int rrc = mori_symm_rendezvous(base, "route", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  if (pl->what == RENDEZVOUS) record_stop();
+  CHECK(rrc == 0, "rendezvous: %s", mori_last_error());
+  if (pl->what == RENDEZVOUS) {
+    CHECK(!overflow, "more than %d calls recorded", MAX_EVENTS);
+    if (resolve(msg, msglen) != 0) return 1;
+    char route[4096], which[512], unused[512];
+    int backs = 0, reentries = 0;
+    walk(NULL, route, sizeof route, &reentries, unused, sizeof unused);
+    printf("rank %d rendezvous route: %s\n", ctx->rank, route);
+    fflush(stdout);
+    reentered(&backs, which, sizeof which);
+    CHECK(backs == 0, "%d calls enter a file already running (%s); route: %s", backs, which,
+          route);
+    CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+    return 0;
+  }
   /* a watched barrier: the watchdog has had an entry for this window */
   CHECK(mori_window_barrier(w, 0, NULL, 60000) == 0, "barrier: %s", mori_last_error());
   if (pl->what == BARRIER) {
@@ -303,6 +363,11 @@ static void run(enum what what, const char *engine) {
   ranks_run(2, route_rank, &pl, 0);
 }
 
+static void rendezvous_enters_no_running_file_but_by_its_driver(void **state) {
+  (void)state;
+  run(RENDEZVOUS, NULL);
+}
+
 static void free_calls_into_no_file_twice_but_the_driver(void **state) {
   (void)state;
   run(FREE, NULL);
@@ -330,6 +395,7 @@ static void automatic_barrier_walks_down_from_signal_c_and_back(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rendezvous_enters_no_running_file_but_by_its_driver),
       cmocka_unit_test(free_calls_into_no_file_twice_but_the_driver),
       cmocka_unit_test(release_all_calls_into_no_file_twice_but_the_driver),
       cmocka_unit_test(memop_barrier_walks_down_from_signal_c_and_back),
