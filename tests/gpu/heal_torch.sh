@@ -14,14 +14,7 @@ PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 OUT
-# The package: installed by the torch part of run.sh, or staged by its
-# CMake fallback; else installed here the same way (as kill_peer.sh).
-if ! (cd /tmp && "$PY" -c 'import mori.allocator') >/dev/null 2>&1; then
-  if [ -d build-torch-stage ]; then
-    export PYTHONPATH=$PWD/build-torch-stage${PYTHONPATH:+:$PYTHONPATH}
-  else
-    PIP_NO_INDEX=1 "$PY" -m pip install --no-build-isolation -q . || {
-      echo "heal_torch: FAIL: cannot install the mori package"; exit 1; }
-  fi
-fi
+# shellcheck source=package.sh
+. tests/gpu/package.sh
+mori_package heal_torch || exit 1
 "$PY" tests/gpu/heal_torch.py
