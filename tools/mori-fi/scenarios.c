@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -292,6 +293,158 @@ static int signals(const mori_rank_ctx *ctx, outcome *o) {
   return 0;
 }
 
+/* heal: the dead rank (2 of 3 or more, 1 of 2) dies after the first
+ * barrier, a replacement takes its place, and the survivors heal.  The
+ * process the launcher started as that rank forks the rank's first life,
+ * which dies of SIGKILL after the barrier, reaps it, and then goes on as
+ * its replacement, holding nothing of the dead one's: so every rank the
+ * launcher knows runs to its end and reports, the replacement too.  Only
+ * the heal is swept: every process of the scenario starts with the fault
+ * shim's schedule off (scenario_rank) and sets it again, its counts from
+ * 0, where its part of the heal begins (a survivor's mori_window_heal,
+ * the replacement's rendezvous), so that a rule's nth call is the nth of
+ * the heal and what follows it: the data read through every slot, a
+ * bounded barrier (the watchdog's, started over by the heal), the free. */
+#define HEAL_WORDS 64
+#define HEAL_DEATH_KEY "fi_heal/dead"
+
+static int heal_dead_rank(int world) { return world > 2 ? 2 : 1; }
+
+static void schedule_set(const char *spec) {
+  char why[256];
+  (void)mori_fi_control(spec, why, sizeof why); /* -1 without the fault shim: nothing to set */
+}
+
+static int heal_steps(const mori_rank_ctx *ctx, outcome *o);
+static int armed_at_heal(const fi_scenario *s) { return s->steps == heal_steps; }
+
+static uint32_t heal_pattern(int rank, int life, int i) {
+  return 0x4ea10000u ^ (uint32_t)(life << 14) ^ (uint32_t)(rank << 8) ^ (uint32_t)i;
+}
+
+static hipError_t heal_fill(void *base, int rank, int life) {
+  uint32_t words[HEAL_WORDS];
+  for (int i = 0; i < HEAL_WORDS; i++) words[i] = heal_pattern(rank, life, i);
+  return mori_hipMemcpy(base, words, sizeof words, hipMemcpyHostToDevice);
+}
+
+/* Every rank's words through its slot: the replacement's (life 1) at the
+ * dead rank's. */
+static int heal_check_data(outcome *o, mori_window *w, int world, int dead) {
+  for (int p = 0; p < world; p++) {
+    uint32_t words[HEAL_WORDS];
+    HIP_STEP(o, mori_hipMemcpy(words, mori_window_buffer_ptrs(w)[p], sizeof words,
+                               hipMemcpyDeviceToHost),
+             "check_data", "hipMemcpy");
+    for (int i = 0; i < HEAL_WORDS; i++)
+      if (words[i] != heal_pattern(p, p == dead, i))
+        return check_failed(o, "check_data", "rank %d's word %d reads 0x%08x", p, i, words[i]);
+  }
+  return 0;
+}
+
+/* What every rank does once its window is whole again. */
+static int heal_after(const mori_rank_ctx *ctx, outcome *o, void *base, mori_window *w) {
+  if (heal_check_data(o, w, ctx->world, heal_dead_rank(ctx->world))) return -1;
+  STEP(o, mori_window_barrier(w, 0, NULL, 60000), "barrier_healed");
+  STEP(o, mori_symm_free(base), "free");
+  return 0;
+}
+
+/* alloc -> fill -> rendezvous -> barrier: the group before the death. */
+static int heal_first_life(const mori_rank_ctx *ctx, outcome *o, void **base, mori_window **w) {
+  STEP(o, mori_symm_alloc(MiB, ctx->rank, base), "alloc");
+  HIP_STEP(o, heal_fill(*base, ctx->rank, 0), "fill", "hipMemcpy");
+  MEET(o, mori_symm_rendezvous(*base, "heal", ctx->rank, ctx->world, ctx->store, w, NULL),
+       "rendezvous");
+  STEP(o, mori_window_barrier(*w, 0, NULL, 0), "barrier");
+  return 0;
+}
+
+/* The death is in the store only once the dead process was reaped, so
+ * the heal should find it gone; one that still says the rank is alive is
+ * asked again for about a second, as a job would. */
+static int heal_window(const mori_rank_ctx *ctx, mori_window *w, int dead) {
+  int rc = MORI_ESTATE;
+  for (int i = 0; i < 100 && rc == MORI_ESTATE; i++) {
+    rc = mori_window_heal(w, dead, ctx->store);
+    if (rc != MORI_ESTATE || strstr(mori_last_error(), "is alive") == NULL) break;
+    struct timespec nap = {0, 10 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  return rc;
+}
+
+/* A heal that failed once it began (its error names its step) leaves the
+ * window failed for good: a signal call is refused at once, with the
+ * heal's error.  One that failed before (it had nothing to give back)
+ * changed nothing. */
+static int heal_left_window(mori_window *w, const char *heal_error, char *detail, size_t n) {
+  snprintf(detail, n, "%s", heal_error);
+  if (strstr(heal_error, "heal step ") == NULL) return 0;
+  int rc = mori_window_barrier(w, 0, NULL, 1000);
+  if (rc == MORI_ESTATE && strstr(mori_last_error(), "heal of rank") != NULL) return 0;
+  snprintf(detail, n, "the failed heal left the window usable: a barrier returned %d (%.200s), "
+           "not the heal's failure", rc, rc ? mori_last_error() : "passed");
+  (void)mori_hipStreamSynchronize(NULL);
+  return -1;
+}
+
+static int heal_survivor(const mori_rank_ctx *ctx, outcome *o) {
+  void *base = NULL, *v = NULL;
+  mori_window *w = NULL;
+  size_t len = 0;
+  char detail[640] = "";
+  if (heal_first_life(ctx, o, &base, &w)) return -1;
+  STEP(o, ctx->store->get(ctx->store, HEAL_DEATH_KEY, &v, &len, mori_symm_timeout_ms()),
+       "await_death");
+  free(v);
+  schedule_set(getenv("MORI_FI"));
+  step_begin(o, "heal");
+  int rc = heal_window(ctx, w, heal_dead_rank(ctx->world));
+  if (rc != 0) (void)heal_left_window(w, mori_last_error(), detail, sizeof detail);
+  if (step_end(o, rc, detail) != 0) {
+    (void)mori_symm_free(base); /* the failed window goes at free; the leak check judges it */
+    return -1;
+  }
+  return heal_after(ctx, o, base, w);
+}
+
+/* The dead rank's first life, in a child: never returns. */
+static void heal_die(const mori_rank_ctx *ctx, outcome *o) {
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (heal_first_life(ctx, o, &base, &w) == 0) raise(SIGKILL);
+  _exit(3); /* its steps ran with the schedule off: a defect, which the replacement reports */
+}
+
+static int heal_replacement(const mori_rank_ctx *ctx, outcome *o) {
+  void *base = NULL;
+  mori_window *w = NULL;
+  int status = 0;
+  pid_t first = fork();
+  if (first == 0) heal_die(ctx, o);
+  if (first < 0 || waitpid(first, &status, 0) != first || !WIFSIGNALED(status) ||
+      WTERMSIG(status) != SIGKILL)
+    return check_failed(o, "first_life", "the rank's first life did not die of SIGKILL "
+                        "(status %#x): it failed before the death", status);
+  STEP(o, ctx->store->set(ctx->store, HEAL_DEATH_KEY, "1", 2), "tell_death");
+  mori_symm_set_replacement(1);
+  STEP(o, mori_symm_alloc(MiB, ctx->rank, &base), "alloc");
+  HIP_STEP(o, heal_fill(base, ctx->rank, 1), "fill", "hipMemcpy");
+  schedule_set(getenv("MORI_FI"));
+  MEET(o, mori_symm_rendezvous(base, "heal", ctx->rank, ctx->world, ctx->store, &w, NULL),
+       "rendezvous_replacement");
+  return heal_after(ctx, o, base, w);
+}
+
+static const meeting heal_plan[] = {{"heal", 0}, {NULL, 0}};
+static int heal_steps(const mori_rank_ctx *ctx, outcome *o) {
+  if (ctx->world < 2) return check_failed(o, "heal", "a heal needs 2 ranks or more");
+  return ctx->rank == heal_dead_rank(ctx->world) ? heal_replacement(ctx, o)
+                                                 : heal_survivor(ctx, o);
+}
+
 /* Whatever the steps left (a rank that failed keeps its blocks): the
  * library's own teardown, a step of its own. */
 #define STEP_TEARDOWN(o)                                                             \
@@ -321,6 +474,7 @@ static int scenario_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0 = mori_count_fds() - mori_fi_own_fds(); /* its trace file may be open already */
   mori_rank_ctx own = *ctx; /* the launcher left the store to us (store_in_rank) */
   outcome o = {.err = "", .ctx = &own, .plan = s->plan, .calls = -1, .twist = s->twist};
+  if (armed_at_heal(s)) schedule_set(""); /* until the heal */
   step_begin(&o, "shim");
   int rc = mori_shim_select(getenv("MORI_SYMM_SHIM") ? getenv("MORI_SYMM_SHIM") : "sim");
   rc = step_end(&o, rc, mori_shim_message());
@@ -362,6 +516,9 @@ const fi_scenario fi_scenarios[] = {
     {"signals", "a barrier, a put/wait ring, both captured (sim) and replayed twice, a barrier: "
                 "the kernel engine for captured calls (MORI_SYMM_SIGNAL_ENGINE picks one for all)",
      signals, signals_plan, FI_TWIST_NONE},
+    {"heal", "rank 2 dies after the first barrier, a replacement rejoins, the survivors heal; "
+             "only the heal's calls and what follows it are swept",
+     heal_steps, heal_plan, FI_TWIST_NONE},
     {"selftest-leak", "(the sweep's own test) basic; a fault at hipMemMap leaks an fd", basic,
      basic_plan, FI_TWIST_LEAK},
     {"selftest-crash", "(the sweep's own test) basic; a fault at hipMemMap crashes the rank",
