@@ -268,6 +268,14 @@ static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
   return rc;
 }
 
+int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq) {
+  int len = seq < 0 ? snprintf(out, n, "mori_symm/%s/heal/%d", group, rank)
+                    : snprintf(out, n, "mori_symm/%s/heal/%d/%lld", group, rank, seq);
+  if (len < 0 || (size_t)len >= n)
+    return mori__error(MORI_ERANGE, "heal: a store key would be longer than %zu bytes", n - 1);
+  return 0;
+}
+
 int mori__incarnation_adopt(const char *group, const char *id) {
   size_t n = strlen(group) + 1;
   pthread_mutex_lock(&incarnation_lock);

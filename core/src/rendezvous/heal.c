@@ -33,19 +33,11 @@
 
 #include "mori/channel.h"
 #include "mori/protocol.h"
-#include "mori/values.h"
 
 #define KEY_MAX (MORI_STORE_KEY_MAX + 1)
 
 /* ---- the offer ---- */
 
-int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq) {
-  int len = seq < 0 ? snprintf(out, n, "mori_symm/%s/heal/%d", group, rank)
-                    : snprintf(out, n, "mori_symm/%s/heal/%d/%lld", group, rank, seq);
-  if (len < 0 || (size_t)len >= n)
-    return mori__error(MORI_ERANGE, "heal: a store key would be longer than %zu bytes", n - 1);
-  return 0;
-}
 
 /* The group's part of the offer (its incarnation, and the sequence
  * number its next rendezvous takes) and the window's (the generation of
@@ -60,126 +52,16 @@ static int publish_offer(mori_window *w, mori_store *store, int dead, uint64_t n
   return mori__sealed_set(store, key, value, (size_t)n);
 }
 
+/* The lowest surviving rank offers the dead rank's place. */
+static int is_leader(const mori_window *w, int dead) {
+  return w->rank == 0 || (dead == 0 && w->rank == 1);
+}
+
 static void remove_offer(mori_window *w, mori_store *store, int dead) {
   char key[KEY_MAX];
   if (store->remove == NULL) return;
   if (mori__heal_offer_key(key, sizeof key, w->group, dead, (long long)w->seq) == 0)
     (void)store->remove(store, key);
-}
-
-/* ---- the replacement ---- */
-
-static int replacement_set = -1; /* mori_symm_set_replacement; -1: the environment says */
-
-void mori_symm_set_replacement(int on) {
-  __atomic_store_n(&replacement_set, on ? 1 : 0, __ATOMIC_RELEASE);
-}
-
-int mori__replacement(void) {
-  int set = __atomic_load_n(&replacement_set, __ATOMIC_ACQUIRE);
-  if (set >= 0) return set;
-  long long on = 0;
-  char why[160];
-  /* anything but 0 or 1 was refused by mori__env_switches_check already */
-  return mori_env_int("MORI_SYMM_REPLACEMENT", 0, 1, 0, &on, why, sizeof why) == 0 && on == 1;
-}
-
-/* What a replacement learned of a group from the survivors' offer, once
- * per group and process: the incarnation, and the sequence number below
- * which the group's windows are healed, not made anew. */
-struct heal_group {
-  struct heal_group *next;
-  uint64_t next_seq;
-  char incarnation[65];
-  char name[];
-};
-static struct heal_group *heal_groups;
-static pthread_mutex_t heal_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int plain_id(const char *s, size_t n) {
-  if (n == 0 || n > 64) return 0;
-  for (size_t i = 0; i < n; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
-          (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '-' || s[i] == '_'))
-      return 0;
-  return 1;
-}
-
-/* "<incarnation> <next seq>", sealed, at mori_symm/<group>/heal/<rank>. */
-static int read_group_offer(const mori_window *w, mori_store *store, int timeout_ms,
-                            struct heal_group *g) {
-  char key[KEY_MAX], text[128];
-  void *v = NULL;
-  size_t len = 0;
-  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->rank, -1));
-  int rc = mori__sealed_get(store, key, &v, &len, timeout_ms, "the survivors' offer");
-  if (rc == MORI_ETIMEDOUT)
-    return mori__error(MORI_ETIMEDOUT,
-                       "heal: no survivor of group %s offered rank %d's place within %d ms "
-                       "(%s): this process was started as a replacement (MORI_SYMM_REPLACEMENT)",
-                       w->group, w->rank, timeout_ms, key);
-  MORI_GUARD(rc);
-  snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), (char *)v);
-  free(v);
-  char *space = strchr(text, ' '), *end = NULL;
-  unsigned long long next = space ? strtoull(space + 1, &end, 10) : 0;
-  if (space == NULL || !plain_id(text, (size_t)(space - text)) || end == space + 1 || *end != '\0')
-    return mori__error(MORI_EPROTO, "heal: the survivors' offer at %s is malformed", key);
-  *space = '\0';
-  snprintf(g->incarnation, sizeof g->incarnation, "%s", text);
-  g->next_seq = next;
-  return 0;
-}
-
-/* The generation of the heal of window <seq>, at .../heal/<rank>/<seq>. */
-static int read_window_offer(mori_window *w, mori_store *store, int timeout_ms) {
-  char key[KEY_MAX], text[32];
-  void *v = NULL;
-  size_t len = 0;
-  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->rank, (long long)w->seq));
-  int rc = mori__sealed_get(store, key, &v, &len, timeout_ms, "the survivors' offer");
-  if (rc == MORI_ETIMEDOUT)
-    return mori__error(MORI_ETIMEDOUT,
-                       "heal: the survivors of group %s did not offer window %llu to rank %d "
-                       "within %d ms (%s)",
-                       w->group, (unsigned long long)w->seq, w->rank, timeout_ms, key);
-  MORI_GUARD(rc);
-  snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), (char *)v);
-  free(v);
-  long long gen = 0;
-  char why[160];
-  if (mori_value_int(text, 1, 1000000, &gen, why, sizeof why) != 0)
-    return mori__error(MORI_EPROTO, "heal: the survivors' offer at %s: %s", key, why);
-  w->heal_gen = (int)gen;
-  return 0;
-}
-
-int mori__heal_join(mori_window *w, mori_store *store, int timeout_ms) {
-  pthread_mutex_lock(&heal_lock);
-  struct heal_group *g = heal_groups;
-  while (g != NULL && strcmp(g->name, w->group) != 0) g = g->next;
-  pthread_mutex_unlock(&heal_lock);
-  if (g == NULL) {
-    size_t n = strlen(w->group) + 1;
-    struct heal_group *fresh = mori_calloc(1, sizeof *fresh + n);
-    if (fresh == NULL) return mori__nomem("heal");
-    memcpy(fresh->name, w->group, n);
-    int rc = read_group_offer(w, store, timeout_ms, fresh);
-    if (rc == 0) rc = mori__incarnation_adopt(w->group, fresh->incarnation);
-    if (rc != 0) {
-      free(fresh);
-      return rc;
-    }
-    pthread_mutex_lock(&heal_lock);
-    fresh->next = heal_groups;
-    heal_groups = g = fresh;
-    pthread_mutex_unlock(&heal_lock);
-    MORI_LOG(MORI_LOG_INFO, w->rank, w->id,
-             "group %s: replacing rank %d, incarnation %s, windows below %llu healed", w->group,
-             w->rank, g->incarnation, (unsigned long long)g->next_seq);
-  }
-  if (w->seq >= g->next_seq) return 0; /* a window the survivors make anew too */
-  return read_window_offer(w, store, timeout_ms);
 }
 
 /* ---- the evidence ---- */
@@ -235,12 +117,9 @@ static int bind_channel(struct heal *h) {
   return mori__ledger_add(&h->w->fsm, MORI_RES_CHANNEL, (uintptr_t)h->ch, 0, 0);
 }
 
-/* The lowest surviving rank offers the dead rank's place; every survivor
- * publishes its request again, in the heal's keys. */
-static int publish(struct heal *h, uint64_t next_seq) {
+/* Every survivor publishes its request again, in the heal's keys. */
+static int publish(struct heal *h) {
   mori_window *w = h->w;
-  int leader = w->rank == 0 || (h->dead == 0 && w->rank == 1);
-  if (leader) MORI_GUARD(publish_offer(w, h->store, h->dead, next_seq));
   mori_request *q = &h->reqs[w->rank];
   MORI_GUARD(mori__fill_request(w, mori_channel_name(h->ch), q));
   /* The replacement takes the lowest slot nobody uses: this window's. */
@@ -331,8 +210,8 @@ static int fire(mori_window *w, mori_wevent ev) {
   return 0;
 }
 
-static int rejoin(struct heal *h, uint64_t next_seq) {
-  MORI_GUARD(publish(h, next_seq));
+static int rejoin(struct heal *h) {
+  MORI_GUARD(publish(h));
   MORI_GUARD(mori__gather_requests(h->w, h->store, h->reqs, h->timeout_ms));
   return validate(h);
 }
@@ -344,14 +223,14 @@ static int resync(struct heal *h) {
 
 /* Each step, then its event; a failure names the step, and the window
  * breaks (BROKEN: failed for good, its ledger kept for the teardown). */
-static int heal_run(struct heal *h, uint64_t next_seq) {
+static int heal_run(struct heal *h) {
   mori_window *w = h->w;
   const char *step = "lose the slot";
   int rc = drop_slot(h);
   if (rc == 0) rc = fire(w, MORI_EV_LOSE);
   if (rc == 0 && (step = "bind")) rc = bind_channel(h);
   if (rc == 0) rc = fire(w, MORI_EV_REBIND);
-  if (rc == 0 && (step = "rejoin")) rc = rejoin(h, next_seq);
+  if (rc == 0 && (step = "rejoin")) rc = rejoin(h);
   if (rc == 0) rc = fire(w, MORI_EV_REJOIN);
   if (rc == 0 && (step = "exchange")) rc = exchange(h);
   if (rc == 0) rc = fire(w, MORI_EV_REEXCHANGE);
@@ -374,16 +253,25 @@ int mori_window_heal(mori_window *w, int dead, mori_store *store) {
                                           "failed for good")
                : check_dead(w, dead);
   uint64_t next_seq = 0;
-  if (rc == 0) rc = mori__group_next_seq(w->group, &next_seq);
   struct heal h = {w, store, dead, NULL, NULL, mori_symm_timeout_ms()};
-  if (rc == 0) {
-    h.reqs = mori_calloc((size_t)w->world_size, sizeof *h.reqs);
-    rc = h.reqs ? 0 : mori__nomem("heal");
-  }
+  /* Past the checks, the heal has begun: from here a failure breaks the
+   * window and tells the others, in the heal's keys. */
   if (rc == 0) {
     w->heal_gen++;
     w->healing = 1 + dead;
-    rc = heal_run(&h, next_seq);
+    rc = mori__group_next_seq(w->group, &next_seq);
+    h.reqs = mori_calloc((size_t)w->world_size, sizeof *h.reqs);
+    if (rc == 0 && h.reqs == NULL) rc = mori__nomem("heal");
+    /* the offer first, so that the replacement learns the heal's keys,
+     * and with them any abort, whatever fails next */
+    if (rc == 0 && is_leader(w, dead)) rc = publish_offer(w, store, dead, next_seq);
+    if (rc == 0) {
+      rc = heal_run(&h);
+    } else {
+      mori__error_prefix("heal step offer: ");
+      if (mori_fsm_fire(&w->fsm, MORI_EV_BREAK) != 0)
+        mori__error_suffix(" (and the window machine did not break: %s)", w->fsm.why);
+    }
     w->healing = 0;
     if (rc == 0) {
       w->pids[dead] = h.reqs[dead].pid;

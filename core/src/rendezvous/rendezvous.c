@@ -153,17 +153,10 @@ static int step_bind(void *p) {
   return mori__ledger_add(&r->w->fsm, MORI_RES_CHANNEL, (uintptr_t)r->ch, 0, 0);
 }
 
-/* A replacement's rendezvous of a window the survivors heal runs in the
- * heal's keys (heal.c); every other one as it is. */
-static int fill_request_or_heal(struct rendezvous *r) {
-  if (mori__replacement()) MORI_GUARD(mori__heal_join(r->w, r->store, r->timeout_ms));
-  return mori__fill_request(r->w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[r->w->rank]);
-}
-
 static int step_publish(void *p) {
   struct rendezvous *r = p;
   mori_window *w = r->w;
-  MORI_GUARD(fill_request_or_heal(r));
+  MORI_GUARD(mori__fill_request(w, r->ch ? mori_channel_name(r->ch) : "", &r->reqs[w->rank]));
   return mori__publish_request(w, r->store, &r->reqs[w->rank]);
 }
 
@@ -425,8 +418,13 @@ static int rendezvous_run(mori_window *w, mori_store *store) {
   int timed = mori__log_level() >= MORI_LOG_INFO;
   double t0 = timed ? mori__log_clock_us() : 0;
   mori__step_times t;
-  int rc = mori__drive(&w->fsm, window_steps, &r, MORI_WS_MAPPED, rendezvous_abort,
-                       timed ? &t : NULL);
+  /* A replacement's rendezvous of a window the survivors heal runs in the
+   * heal's keys from its first step (replacement.c), so that any abort it
+   * publishes reaches them; every other one as it is. */
+  int rc = mori__replacement() ? mori__heal_join(w, store, r.timeout_ms) : 0;
+  if (rc == 0)
+    rc = mori__drive(&w->fsm, window_steps, &r, MORI_WS_MAPPED, rendezvous_abort,
+                     timed ? &t : NULL);
   free(r.reqs);
   if (rc != 0) {
     mori__error_prefix("rank %d group %s window %ld (seq %llu): rendezvous failed: ", w->rank,

@@ -83,7 +83,7 @@ char *mori__window_slot(const mori_window *w, int rank);
 /* The sequence number the group's next rendezvous in this process takes. */
 int mori__group_next_seq(const char *group, uint64_t *next);
 
-/* ---- heals (heal.c) ---- */
+/* ---- heals: the replacement's side (replacement.c) ---- */
 
 /* Whether this process was started in place of a dead rank
  * (MORI_SYMM_REPLACEMENT=1, or mori_symm_set_replacement). */
@@ -93,7 +93,9 @@ int mori__replacement(void);
  * generation (w->heal_gen, which moves every key into the heal's) from
  * the survivors' offer, waiting up to timeout_ms for it. */
 int mori__heal_join(mori_window *w, mori_store *store, int timeout_ms);
-/* mori_symm/<group>/heal/<rank>[/<seq>] (seq < 0: the group's part). */
+/* group_store.c: mori_symm/<group>/heal/<rank>[/<seq>] (seq < 0: the
+ * group's part), where the survivors (heal.c) offer the dead rank's place
+ * and the replacement (replacement.c) reads it. */
 int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq);
 /* group_store.c: the group's incarnation is id, agreed (a replacement's,
  * from the survivors' offer), so that no agreement runs for it. */
