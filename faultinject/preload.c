@@ -175,8 +175,16 @@ int fi__rank(void) {
 
 static int rank_matches(const mori_fi_rule *r) { return r->rank < 0 || r->rank == fi__rank(); }
 
+/* A rule's faults are a rank's first life's: a process the launcher
+ * started in place of a dead rank (MORI_SYMM_REPLACEMENT=1) counts its
+ * calls afresh, and a kill rule would kill every replacement again. */
+static int first_life(void) {
+  const char *v = getenv("MORI_SYMM_REPLACEMENT");
+  return v == NULL || strcmp(v, "1") != 0;
+}
+
 static int fires(const mori_fi_rule *r, long n) {
-  return r->persist ? n >= r->nth : n == r->nth;
+  return (r->persist ? n >= r->nth : n == r->nth) && first_life();
 }
 
 const mori_fi_rule *fi__rule(mori_fi_target target, unsigned actions, long nth) {

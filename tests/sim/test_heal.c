@@ -128,7 +128,7 @@ static int replacement_main(const char *dir, const char *incarnation) {
   setenv("MORI_SYMM_REPLACEMENT", "1", 1);
   if (mori_file_store_open(dir, &store) != 0) return 2;
   store->incarnation = incarnation;
-  mori_rank_ctx ctx = {DEAD, WORLD, store, dir, NULL, incarnation};
+  mori_rank_ctx ctx = {DEAD, WORLD, store, dir, NULL, incarnation, 1};
   int rc = replacement_rank(&ctx, msg, sizeof msg);
   (void)store->set(store, "test_heal/replacement", msg, strlen(msg) + 1);
   store->destroy(store);

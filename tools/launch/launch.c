@@ -174,13 +174,16 @@ static int draw_secret(char out[65], char *why, size_t cap) {
   return 0;
 }
 
-static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const char *dir,
-                      const char *incarnation, const char *secret, int wfd,
+static void run_child(int rank, int world, int life, mori_rank_fn fn, void *arg,
+                      const char *dir, const char *incarnation, const char *secret, int wfd,
                       int store_in_rank) {
   char msg[1024] = "", rank_text[16];
   mori_store *store = NULL;
   snprintf(rank_text, sizeof rank_text, "%d", rank);
   setenv("MORI_RANK", rank_text, 1); /* the fault shim reads its rank here */
+  /* A restarted rank takes its dead predecessor's place (mori_window_heal);
+   * the fault shim fires its rules in a rank's first life only. */
+  if (life > 0) setenv("MORI_SYMM_REPLACEMENT", "1", 1);
   /* Sockets under the launch directory, which is removed whatever happens
    * to the rank (a rank that dies cannot remove its own). */
   char sockets[4096];
@@ -192,7 +195,7 @@ static void run_child(int rank, int world, mori_rank_fn fn, void *arg, const cha
     snprintf(msg, sizeof msg, "file store %s: error %d", dir, rc);
   } else {
     if (store) store->incarnation = incarnation; /* this launch's, fresh: no in-band agreement */
-    mori_rank_ctx ctx = {rank, world, store, dir, arg, incarnation};
+    mori_rank_ctx ctx = {rank, world, store, dir, arg, incarnation, life};
     rc = fn(&ctx, msg, sizeof msg);
     if (store) store->destroy(store);
   }
@@ -311,6 +314,7 @@ typedef struct job {
   const struct pollfd *pfd; /* the ranks' pipes, and the directory fds: */
   const int *held;          /* nothing a notice's child keeps */
   pid_t *notices;           /* per rank: the child writing its notice; 0: none */
+  char *told;               /* per rank: a notice of its death was written */
 } job;
 
 /* The launcher's words on rank r's end (status st), or 0 for a clean one. */
@@ -352,6 +356,23 @@ static void tell_death(const job *j, int r, int st, int hung) {
   pid_t pid = fork();
   if (pid == 0) notice_child(j, r, words);
   j->notices[r] = pid > 0 ? pid : -1;
+  j->told[r] |= pid > 0;
+}
+
+/* Reaps rank r's notice child, killed if it outlives the grace; 1 if it
+ * wrote the notice.  Rank r may then die, and be told of, again. */
+static int notice_wait(const job *j, int r) {
+  int st = 0, done = 0;
+  double t0 = now_ms();
+  if (j->notices[r] <= 0) return 0;
+  while (!(done = waitpid(j->notices[r], &st, WNOHANG) != 0) && now_ms() - t0 < NOTICE_GRACE_MS)
+    (void)poll(NULL, 0, 1);
+  if (!done) {
+    kill(j->notices[r], SIGKILL);
+    (void)waitpid(j->notices[r], &st, 0);
+  }
+  j->notices[r] = 0;
+  return done && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 /* At the end: each notice's child reaped, killed if it outlives the grace
@@ -373,22 +394,140 @@ static void notices_reap(const job *j) {
   }
 }
 
-/* Reaps each rank whose pipe closed, as soon as it can be, and tells of a
- * death while tell is set (ranks still run, no signal is being sent on).
+/* ---- a launch: its tables, its ranks' processes, the loop ---- */
+
+/* A launch under way: what it was asked, and per rank its process, its
+ * pipe and what the loop knows of it. */
+typedef struct launch {
+  job j;
+  mori_rank_fn fn;
+  void *arg;
+  const mori_launch_opts *opts;
+  mori_rank_result *results;
+  pid_t *pids;
+  struct pollfd *pfd;
+  size_t *got;    /* bytes of its line read */
+  long *last;     /* the watch's progress count, */
+  double *moved;  /* and when it last moved */
+  int *status;    /* of a rank reaped in the loop */
+  char *reaped;
+  int *lives;     /* its processes started so far, less one */
+  int restarts_left;
+  double t0;
+} launch;
+
+static void tables_free(launch *L) {
+  free(L->pids), free(L->pfd), free(L->got), free(L->last), free(L->moved), free(L->status);
+  free(L->reaped), free(L->j.notices), free(L->j.told), free(L->lives);
+}
+
+static int tables_alloc(launch *L, int world) {
+  size_t n = (size_t)world;
+  L->pids = calloc(n, sizeof *L->pids);
+  L->pfd = calloc(n, sizeof *L->pfd);
+  L->got = calloc(n, sizeof *L->got);
+  L->last = calloc(n, sizeof *L->last);
+  L->moved = calloc(n, sizeof *L->moved);
+  L->status = calloc(n, sizeof *L->status);
+  L->reaped = calloc(n, 1);
+  L->j.notices = calloc(n, sizeof *L->j.notices);
+  L->j.told = calloc(n, 1);
+  L->lives = calloc(n, sizeof *L->lives);
+  L->j.pfd = L->pfd;
+  if (!L->pids || !L->pfd || !L->got || !L->last || !L->moved || !L->status || !L->reaped ||
+      !L->j.notices || !L->j.told || !L->lives)
+    return -1;
+  for (int r = 0; r < world; r++) L->pfd[r].fd = -1; /* no rank closes an fd it never had */
+  return 0;
+}
+
+/* In a rank: its launcher's results array (see spawn). */
+static mori_rank_result *volatile child_results; /* volatile: the store must happen */
+
+/* Starts rank r's process of life L->lives[r] with a fresh pipe; 0, or -1
+ * where no pipe or no fork could be had (nothing changed then). */
+static int spawn(launch *L, int r) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    const job *j = &L->j;
+    int life = L->lives[r];
+    rank_signals(j->launcher);
+    close(p[0]);
+    for (int k = 0; k < j->world; k++) if (L->pfd[k].fd >= 0) close(L->pfd[k].fd);
+    for (int k = 0; k < 2; k++) if (j->held[k] >= 0) close(j->held[k]);
+    /* The launcher's tables are the parent's: a rank that exits holding
+     * them would leak them (valgrind's children count).  run_child never
+     * returns, so the caller's pointer to results dies at the call too:
+     * it is kept reachable here. */
+    tables_free(L);
+    child_results = L->results;
+    run_child(r, j->world, life, L->fn, L->arg, j->dir, j->incarnation, j->secret, p[1],
+              L->opts->watch && L->opts->watch->store_in_rank);
+  }
+  close(p[1]);
+  L->pids[r] = pid;
+  L->pfd[r].fd = p[0];
+  L->pfd[r].events = POLLIN;
+  L->got[r] = 0;
+  L->last[r] = -1;
+  L->reaped[r] = 0;
+  L->results[r].pid = (int)pid;
+  return 0;
+}
+
+/* Whether rank r, just reaped, is started again: it died (death_words)
+ * while others still run (tell), restarts are left, no signal is being
+ * sent on and the deadline is not past. */
+static int may_restart(const launch *L, int r, int tell) {
+  char words[128];
+  return tell && L->restarts_left > 0 && signal_caught == 0 &&
+         now_ms() - L->t0 < L->opts->deadline_ms &&
+         death_words(L->status[r], L->results[r].hung, words, sizeof words);
+}
+
+/* Rank r again, in a new process, once the notice of its death is in the
+ * store: the heal the restart serves removes that notice, and one written
+ * after it would fail the healed group's waits.  Its result is its new
+ * life's (restarts counted); 1 if it runs. */
+static int restart(launch *L, int r) {
+  mori_rank_result was = L->results[r];
+  (void)notice_wait(&L->j, r);
+  L->lives[r]++;
+  memset(&L->results[r], 0, sizeof L->results[r]);
+  if (spawn(L, r) != 0) { /* the death stands */
+    L->lives[r]--;
+    L->results[r] = was;
+    return 0;
+  }
+  L->results[r].restarts = was.restarts + 1;
+  L->restarts_left--;
+  return 1;
+}
+
+/* Reaps each rank whose pipe closed, as soon as it can be, tells of a
+ * death while tell is set (ranks still run, no signal is being sent on),
+ * and starts a dead rank again where it may (*open counts it again).
  * Returns how many such ranks are not reapable yet. */
-static int reap_closed(const job *j, const pid_t *pids, char *reaped, int *status,
-                       const mori_rank_result *results, int tell) {
+static int reap_closed(launch *L, int *open, int tell) {
   int unreaped = 0;
-  for (int r = 0; r < j->world; r++) {
-    if (j->pfd[r].fd >= 0 || reaped[r] || pids[r] <= 0) continue;
-    pid_t w = waitpid(pids[r], &status[r], WNOHANG);
+  for (int r = 0; r < L->j.world; r++) {
+    if (L->pfd[r].fd >= 0 || L->reaped[r] || L->pids[r] <= 0) continue;
+    pid_t w = waitpid(L->pids[r], &L->status[r], WNOHANG);
     if (w == 0) {
       unreaped++;
       continue;
     }
-    if (w < 0) status[r] = 0; /* not ours to reap (SIGCHLD ignored): a clean end, as below */
-    reaped[r] = 1;
-    if (tell) tell_death(j, r, status[r], results[r].hung);
+    if (w < 0) L->status[r] = 0; /* not ours to reap (SIGCHLD ignored): a clean end, as below */
+    L->reaped[r] = 1;
+    if (tell) tell_death(&L->j, r, L->status[r], L->results[r].hung);
+    if (may_restart(L, r, tell) && restart(L, r)) ++*open;
   }
   return unreaped;
 }
@@ -401,10 +540,10 @@ static void notices_remove(const job *j) {
   char key[MORI_STORE_KEY_MAX + 1];
   mori_store *store = NULL;
   int told = 0;
-  for (int r = 0; r < j->world; r++) told |= j->notices[r] > 0;
+  for (int r = 0; r < j->world; r++) told |= j->told[r];
   if (!told || mori_file_store_open(j->dir, &store) != 0) return;
   for (int r = -1; r < j->world; r++) {
-    if (r >= 0 && j->notices[r] <= 0) continue;
+    if (r >= 0 && !j->told[r]) continue;
     if (r < 0)
       snprintf(key, sizeof key, "mori_symm/" MORI_STORE_DEATH_GROUP "/%d/%s/0/abort/0", j->world,
                j->incarnation);
@@ -417,7 +556,7 @@ static void notices_remove(const job *j) {
 }
 
 static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
-                     int deadline_ms, const mori_launch_watch *watch, mori_rank_result *results);
+                     const mori_launch_opts *opts, mori_rank_result *results);
 
 /* A launch that could not start: every rank's result says why (nothing
  * was forked).  Returns world, the count of failed ranks. */
@@ -430,8 +569,9 @@ static int fail_all(mori_rank_result *results, int world, const char *why) {
   return world;
 }
 
-int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
-                        const mori_launch_watch *watch, mori_rank_result *results) {
+int mori_launch_with(int world, mori_rank_fn fn, void *arg, const mori_launch_opts *opts,
+                     mori_rank_result *results) {
+  if (opts == NULL) return fail_all(results, world, "launcher: no options (mori_launch_with)");
   /* Under $TMPDIR if set, else on the shared-memory tmpfs where there is
    * one, else /tmp: every rendezvous creates and renames files and binds
    * sockets, which costs tens of microseconds each on ext4 and a few on a
@@ -448,11 +588,18 @@ int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
   }
   (void)mkdirat(d.fd, "sockets", 0700);
   int held[2] = {d.fd, d.parent};
-  int failed = launch_in(held, d.path, world, fn, arg, deadline_ms, watch, results);
+  int failed = launch_in(held, d.path, world, fn, arg, opts, results);
+  const mori_launch_watch *watch = opts->watch;
   if (watch && watch->inspect) watch->inspect(d.path, results, world, watch->ctx);
   launch_dir_remove(&d);
   signals_release();
   return failed;
+}
+
+int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
+                        const mori_launch_watch *watch, mori_rank_result *results) {
+  mori_launch_opts opts = {deadline_ms, watch, 0};
+  return mori_launch_with(world, fn, arg, &opts, results);
 }
 
 int mori_launch(int world, mori_rank_fn fn, void *arg, int deadline_ms,
@@ -467,19 +614,91 @@ int mori_launch_at(const char *dir, int world, mori_rank_fn fn, void *arg, int d
     return fail_all(results, world, mori_last_error());
   (void)mkdirat(fd, "sockets", 0700);
   int held[2] = {fd, -1};
+  mori_launch_opts opts = {deadline_ms, NULL, 0};
   signals_hold();
-  int failed = launch_in(held, dir, world, fn, arg, deadline_ms, NULL, results);
+  int failed = launch_in(held, dir, world, fn, arg, &opts, results);
   close(fd);
   signals_release();
   return failed;
 }
 
-/* In a rank: its launcher's results array (see the fork below). */
-static mori_rank_result *volatile child_results; /* volatile: the store must happen */
+/* The ranks' pipes until every one closed or the deadline: each line
+ * read, the watch's look at each rank, and the dead reaped (and told of,
+ * and started again) as they go.  A rank whose pipe closed is reapable
+ * within microseconds (an exiting process closes its fds just before it
+ * becomes a zombie): it is looked at again after 1, 2, 4 ... 64 ms, then
+ * at the usual 100 ms. */
+static void run_loop(launch *L, int open) {
+  const mori_launch_watch *watch = L->opts->watch;
+  int world = L->j.world, watching = watch && watch->progress && watch->stall_ms > 0;
+  mori_rank_result *results = L->results;
+  double forwarded_at = -1;
+  int rounds = 0; /* rounds with a closed rank not reapable yet */
+  while (open > 0) {
+    double left = L->opts->deadline_ms - (now_ms() - L->t0);
+    if (left <= 0) break;
+    int slice = rounds > 0 && rounds <= 7 ? 1 << (rounds - 1) : 100;
+    int n = poll(L->pfd, (nfds_t)world, left > slice ? slice : (int)left + 1);
+    if (n < 0 && errno != EINTR) break;
+    if (forward_signal(L->pids, L->pfd, world, &forwarded_at)) break;
+    for (int r = 0; r < world; r++) {
+      if (L->pfd[r].fd < 0) continue;
+      if (watching && L->pids[r] > 0) {
+        int was_hung = results[r].hung;
+        watch_rank(watch, r, L->pids[r], L->last, L->moved,
+                   watch->clock_ms ? watch->clock_ms(watch->ctx) : now_ms() - L->t0, &results[r]);
+        if (results[r].hung && !was_hung) results[r].wall_ms = now_ms() - L->t0;
+      }
+      if (!(L->pfd[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char *buf = results[r].msg;
+      ssize_t k = read(L->pfd[r].fd, buf + L->got[r], sizeof results[r].msg - 1 - L->got[r]);
+      if (k > 0) { L->got[r] += (size_t)k; continue; }
+      close(L->pfd[r].fd);
+      L->pfd[r].fd = -1;
+      if (!results[r].hung) results[r].wall_ms = now_ms() - L->t0;
+      open--;
+      rounds = 0; /* a new one: looked at soon */
+    }
+    rounds = reap_closed(L, &open, open > 0 && forwarded_at < 0) ? rounds + 1 : 0;
+  }
+}
+
+/* Each rank's end, in its result: reaped in the loop, waited for, or
+ * killed as hung where its pipe is still open.  Returns how many failed. */
+static int collect(launch *L) {
+  int failed = 0;
+  mori_rank_result *results = L->results;
+  for (int r = 0; r < L->j.world; r++) {
+    char *nl = strchr(results[r].msg, '\n');
+    if (nl) *nl = '\0';
+    int hung_pipe = L->pfd[r].fd >= 0;
+    if (L->pfd[r].fd >= 0) close(L->pfd[r].fd);
+    if (L->pids[r] <= 0) {
+      failed++;
+      results[r].exit_code = 127; /* a failure to whoever reads only the results */
+      snprintf(results[r].msg, sizeof results[r].msg, "rank %d: fork failed", r);
+      continue;
+    }
+    int st = L->status[r];
+    pid_t w = L->reaped[r] ? L->pids[r] : hung_pipe ? 0 : waitpid(L->pids[r], &st, 0);
+    if (w == 0) {
+      kill(L->pids[r], SIGKILL);
+      waitpid(L->pids[r], &st, 0);
+      results[r].hung = 1;
+      results[r].wall_ms = now_ms() - L->t0;
+    } else if (WIFEXITED(st)) {
+      results[r].exited = 1;
+      results[r].exit_code = WEXITSTATUS(st);
+    }
+    if (!results[r].hung && WIFSIGNALED(st)) results[r].signal = WTERMSIG(st);
+    if (results[r].hung || results[r].signal || results[r].exit_code) failed++;
+  }
+  return failed;
+}
 
 /* held: the launcher's directory fds, which no rank keeps (-1: none). */
 static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn fn, void *arg,
-                     int deadline_ms, const mori_launch_watch *watch, mori_rank_result *results) {
+                     const mori_launch_opts *opts, mori_rank_result *results) {
   char incarnation[33];
   /* A store may outlive a launch (this one may be a rerun): every launch
    * hands its ranks an id of its own. */
@@ -490,112 +709,25 @@ static int launch_in(const int held[2], const char *dir, int world, mori_rank_fn
            (unsigned long long)id[1]);
   char secret[65], why[sizeof results[0].msg - 16];
   if (draw_secret(secret, why, sizeof why) != 0) return fail_all(results, world, why);
-  pid_t *pids = calloc((size_t)world, sizeof *pids);
-  struct pollfd *pfd = calloc((size_t)world, sizeof *pfd);
-  size_t *got = calloc((size_t)world, sizeof *got);
-  char *hung_pipe = calloc((size_t)world, 1);
-  long *last = calloc((size_t)world, sizeof *last);
-  double *moved = calloc((size_t)world, sizeof *moved);
-  int *status = calloc((size_t)world, sizeof *status); /* of a rank reaped in the loop */
-  char *reaped = calloc((size_t)world, 1);
-  pid_t *notices = calloc((size_t)world, sizeof *notices);
-#define FREE_TABLES()                                                                      \
-  (free(pids), free(pfd), free(got), free(hung_pipe), free(last), free(moved), free(status), \
-   free(reaped), free(notices))
-  if (!pids || !pfd || !got || !hung_pipe || !last || !moved || !status || !reaped || !notices) {
-    FREE_TABLES();
+  launch L = {.j = {dir, incarnation, secret, world, getpid(), NULL, held, NULL, NULL},
+              .fn = fn, .arg = arg, .opts = opts, .results = results,
+              .restarts_left = opts->max_restarts};
+  if (tables_alloc(&L, world) != 0) {
+    tables_free(&L);
     return fail_all(results, world, "launcher: out of memory for its tables");
   }
-  int watching = watch && watch->progress && watch->stall_ms > 0;
   memset(results, 0, (size_t)world * sizeof *results);
   fflush(NULL);
-  double t0 = now_ms(), forwarded_at = -1;
-  pid_t launcher = getpid();
-  job j = {dir, incarnation, secret, world, launcher, pfd, held, notices};
+  L.t0 = now_ms();
+  int open = 0;
   for (int r = 0; r < world; r++) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) { pids[r] = -1; pfd[r].fd = -1; continue; }
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      rank_signals(launcher);
-      close(p[0]);
-      for (int k = 0; k < r; k++) if (pfd[k].fd >= 0) close(pfd[k].fd);
-      for (int k = 0; k < 2; k++) if (held[k] >= 0) close(held[k]);
-      /* The launcher's tables are the parent's: a rank that exits holding
-       * them would leak them (valgrind's children count).  run_child never
-       * returns, so the caller's pointer to results dies at the call too:
-       * it is kept reachable here. */
-      FREE_TABLES();
-      child_results = results;
-      run_child(r, world, fn, arg, dir, incarnation, secret, p[1], watch && watch->store_in_rank);
-    }
-    close(p[1]);
-    pfd[r].fd = p[0];
-    pfd[r].events = POLLIN;
-    results[r].pid = (int)pids[r];
-    if (watching) last[r] = -1;
+    if (spawn(&L, r) == 0) open++;
+    else L.pids[r] = -1;
   }
-  /* A rank whose pipe closed is reapable within microseconds (an exiting
-   * process closes its fds just before it becomes a zombie): it is looked
-   * at again after 1, 2, 4 ... 64 ms, then at the usual 100 ms. */
-  int open = world, rounds = 0; /* rounds with a closed rank not reapable yet */
-  while (open > 0) {
-    double left = deadline_ms - (now_ms() - t0);
-    if (left <= 0) break;
-    int slice = rounds > 0 && rounds <= 7 ? 1 << (rounds - 1) : 100;
-    int n = poll(pfd, (nfds_t)world, left > slice ? slice : (int)left + 1);
-    if (n < 0 && errno != EINTR) break;
-    if (forward_signal(pids, pfd, world, &forwarded_at)) break;
-    for (int r = 0; r < world; r++) {
-      if (pfd[r].fd < 0) continue;
-      if (watching && pids[r] > 0) {
-        int was_hung = results[r].hung;
-        watch_rank(watch, r, pids[r], last, moved,
-                   watch->clock_ms ? watch->clock_ms(watch->ctx) : now_ms() - t0, &results[r]);
-        if (results[r].hung && !was_hung) results[r].wall_ms = now_ms() - t0;
-      }
-      if (!(pfd[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char *buf = results[r].msg;
-      ssize_t k = read(pfd[r].fd, buf + got[r], sizeof results[r].msg - 1 - got[r]);
-      if (k > 0) { got[r] += (size_t)k; continue; }
-      close(pfd[r].fd);
-      pfd[r].fd = -1;
-      if (!results[r].hung) results[r].wall_ms = now_ms() - t0;
-      open--;
-      rounds = 0; /* a new one: looked at soon */
-    }
-    rounds = reap_closed(&j, pids, reaped, status, results, open > 0 && forwarded_at < 0)
-                 ? rounds + 1 : 0;
-  }
-  int failed = 0;
-  for (int r = 0; r < world; r++) {
-    char *nl = strchr(results[r].msg, '\n');
-    if (nl) *nl = '\0';
-    hung_pipe[r] = pfd[r].fd >= 0;
-    if (pfd[r].fd >= 0) close(pfd[r].fd);
-    if (pids[r] <= 0) {
-      failed++;
-      results[r].exit_code = 127; /* a failure to whoever reads only the results */
-      snprintf(results[r].msg, sizeof results[r].msg, "rank %d: fork failed", r);
-      continue;
-    }
-    int st = status[r];
-    pid_t w = reaped[r] ? pids[r] : hung_pipe[r] ? 0 : waitpid(pids[r], &st, 0);
-    if (w == 0) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], &st, 0);
-      results[r].hung = 1;
-      results[r].wall_ms = now_ms() - t0;
-    } else if (WIFEXITED(st)) {
-      results[r].exited = 1;
-      results[r].exit_code = WEXITSTATUS(st);
-    }
-    if (!results[r].hung && WIFSIGNALED(st)) results[r].signal = WTERMSIG(st);
-    if (results[r].hung || results[r].signal || results[r].exit_code) failed++;
-  }
-  notices_reap(&j);
-  if (held[1] < 0) notices_remove(&j); /* the caller's directory (mori_launch_at) */
-  FREE_TABLES();
-#undef FREE_TABLES
+  run_loop(&L, open);
+  int failed = collect(&L);
+  notices_reap(&L.j);
+  if (held[1] < 0) notices_remove(&L.j); /* the caller's directory (mori_launch_at) */
+  tables_free(&L);
   return failed;
 }

@@ -17,6 +17,10 @@ typedef struct mori_rank_ctx {
   const char *store_dir;
   void *arg;
   const char *incarnation; /* this launch's id (the store's incarnation) */
+  /* Which process of this rank this is: 0 for the first, n for its n-th
+   * restart (mori_launch_with, max_restarts), which runs with
+   * MORI_SYMM_REPLACEMENT=1 in its environment. */
+  int life;
 } mori_rank_ctx;
 
 /* Returns 0 on success; msg (one line) goes back to the parent. */
@@ -30,6 +34,8 @@ typedef struct mori_rank_result {
   int hung;        /* killed by the launcher: its progress stood still, or the deadline */
   double wall_ms;
   char msg[1024];
+  int restarts;    /* processes started in place of this rank's dead ones; the
+                    * fields above are its last life's */
 } mori_rank_result;
 
 /* Forks world ranks running fn, each with its own file store handle on one
@@ -78,6 +84,26 @@ typedef struct mori_launch_watch {
  * that keeps making progress forever. */
 int mori_launch_watched(int world, mori_rank_fn fn, void *arg, int deadline_ms,
                         const mori_launch_watch *watch, mori_rank_result *results);
+
+/* What a launch may do besides mori_launch's: everything 0 or NULL is
+ * mori_launch itself. */
+typedef struct mori_launch_opts {
+  int deadline_ms;
+  const mori_launch_watch *watch; /* NULL: none (mori_launch_watched) */
+  /* Up to this many times in the launch, a rank that dies while others
+   * still run (a signal, a failing exit, a hang the watch ended) is
+   * started again: after its death notice is in the store, a new process
+   * runs fn for the same rank, with ctx->life one more and
+   * MORI_SYMM_REPLACEMENT=1, so that it can take the dead one's place in
+   * a heal (mori_window_heal, docs/recovery.md).  Never once the launch is
+   * being torn down (SIGINT or SIGTERM sent on) or past the deadline.
+   * 0: no restarts. */
+  int max_restarts;
+} mori_launch_opts;
+
+/* mori_launch_watched with restarts: the launch opts says (not NULL). */
+int mori_launch_with(int world, mori_rank_fn fn, void *arg, const mori_launch_opts *opts,
+                     mori_rank_result *results);
 
 /* Number of open fds of this process (for leak checks). */
 int mori_count_fds(void);
