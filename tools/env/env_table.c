@@ -170,6 +170,12 @@ const mori_env_var mori_env_vars[] = {
      "torch's: where it caches built extensions (the examples' inline kernel)",
      "torch; set by tests/gpu/examples.sh"},
     /* ---- tests and scripts ---- */
+    {"MORI_KILL_LOOP_SEED", MORI_ENV_TESTS, "N", "drawn, and printed",
+     "the seed of the kill loops' choices (which rank dies, and where), to replay a run",
+     "tests/sim/test_kill_loop.c"},
+    {"MORI_KILL_LOOP_ITERATIONS", MORI_ENV_TESTS, "N", "100",
+     "how many kill-and-heal iterations the kill loops run",
+     "tests/sim/test_kill_loop.c"},
     {"MORI_TEST_BUILD_DIR", MORI_ENV_TESTS, "DIR", "build",
      "the build tree scripts/test.sh builds and tests",
      "scripts/test.sh"},

@@ -216,17 +216,21 @@ static int release(struct mori__watch *x) {
     return missing > 0;
   }
 
-  /* Name the writers of every cell still unwritten, in rank order. */
+  /* Name the writers of every cell still unwritten, in rank order; when
+   * the wait ends because a rank's process is gone, the gone ones only (a
+   * live rank that had not signalled yet is only late). */
   uint32_t *absent = vals + n;
   int nabsent = 0;
   const char *what = "never signalled";
-  for (int i = 0; i < n; i++) {
-    if (met(&x->cells[i], vals[i])) continue;
-    what = x->cells[i].what;
-    int k = nabsent++;
-    for (; k > 0 && absent[k - 1] > (uint32_t)x->cells[i].peer; k--) absent[k] = absent[k - 1];
-    absent[k] = (uint32_t)x->cells[i].peer;
-  }
+  for (int only_gone = x->gone != 0; nabsent == 0 && only_gone >= 0; only_gone--)
+    for (int i = 0; i < n; i++) {
+      if (met(&x->cells[i], vals[i])) continue;
+      if (only_gone && !mori__process_gone(x->w->pids[x->cells[i].peer])) continue;
+      what = x->cells[i].what;
+      int k = nabsent++;
+      for (; k > 0 && absent[k - 1] > (uint32_t)x->cells[i].peer; k--) absent[k] = absent[k - 1];
+      absent[k] = (uint32_t)x->cells[i].peer;
+    }
   char peers[256] = "";
   for (int k = 0, len = 0; k < nabsent && (size_t)len < sizeof peers; k++)
     len += snprintf(peers + len, sizeof peers - (size_t)len, "%s%u", k ? ", " : "", absent[k]);
