@@ -13,6 +13,7 @@
 #include "sec_harness.h"
 
 #include "mori/error.h"
+#include "life_pattern.h"
 #include "signal_rounds.h"
 
 #include <openssl/evp.h>
@@ -24,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { WORLD = 4, LIVE = 1, DEAD = 2, CLAIMED = 3, WORDS = 64, FORGER_LIFE = 9 };
+enum { WORLD = 4, LIVE = 1, DEAD = 2, CLAIMED = 3, FORGER_LIFE = 9 };
 #define GROUP "job"
 #define SECRET_ENV "MORI_SYMM_JOB_SECRET"
 #define WAIT_MS 60000
@@ -37,25 +38,6 @@ enum { WORLD = 4, LIVE = 1, DEAD = 2, CLAIMED = 3, WORDS = 64, FORGER_LIFE = 9 }
 
 /* ---- data and pointers the survivors check ---- */
 
-static uint32_t pattern(int rank, int life, int i) {
-  return 0x5a000000u ^ (uint32_t)(life << 20) ^ (uint32_t)(rank << 12) ^ (uint32_t)i;
-}
-
-/* The pattern lives in words [16, 16 + WORDS); word 0 is the rounds'. */
-static int fill(void *base, int rank, int life) {
-  uint32_t words[WORDS];
-  for (int i = 0; i < WORDS; i++) words[i] = pattern(rank, life, i);
-  return mori_symm_memcpy((uint32_t *)base + 16, words, sizeof words);
-}
-
-/* 0, or 1 + the first word of p that is not rank's pattern of life. */
-static int differs(const void *p, int rank, int life) {
-  uint32_t words[WORDS];
-  if (mori_symm_memcpy(words, (const uint32_t *)p + 16, sizeof words) != 0) return -1;
-  for (int i = 0; i < WORDS; i++)
-    if (words[i] != pattern(rank, life, i)) return i + 1;
-  return 0;
-}
 
 /* What a survivor had before the forger came: its pointer tables and
  * what the shim holds for it. */
@@ -85,7 +67,7 @@ static int unchanged(const mori_rank_ctx *ctx, mori_window *w, const before *b, 
             b->ptrs_dev == mori_window_buffer_ptrs_dev(w),
         "%s: the pointer tables moved", when);
   for (int p = 0; p < WORLD; p++) {
-    int d = differs(mori_window_buffer_ptrs(w)[p], p, 0);
+    int d = life_pattern_differs(mori_window_buffer_ptrs(w)[p], p, 0);
     CHECK(d == 0, "%s: rank %d's slot: word %d differs", when, p, d - 1);
   }
   return 0;
@@ -164,7 +146,7 @@ static int join_as_replacement(mori_store *store, int rank, int life, char *err,
   int rc = mori_shim_select("sim");
   mori_symm_set_replacement(1);
   if (rc == 0) rc = mori_symm_alloc(MiB, rank, &base);
-  if (rc == 0) rc = fill(base, rank, life);
+  if (rc == 0) rc = life_pattern_fill(base, rank, life);
   if (rc == 0) rc = mori_symm_rendezvous(base, GROUP, rank, WORLD, store, &w, NULL);
   snprintf(err, cap, "%s", rc != 0 ? mori_last_error() : "");
   if (base != NULL) (void)mori_symm_free(base);
@@ -291,7 +273,7 @@ static int begin(const mori_rank_ctx *ctx, int *fds0, void **base, mori_window *
                  size_t msglen) {
   char key[64], pid[32];
   if (ranks_begin_block(ctx, msg, msglen, fds0, MiB, base, GROUP, w)) return 1;
-  CHECK(fill(*base, ctx->rank, 0) == 0, "fill: %s", mori_last_error());
+  CHECK(life_pattern_fill(*base, ctx->rank, 0) == 0, "fill: %s", mori_last_error());
   CHECK(mori_window_barrier(*w, 0, NULL, 10000) == 0, "barrier: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
   snprintf(key, sizeof key, "forgery/pid/%d", ctx->rank);
@@ -420,7 +402,7 @@ static int claimed_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     hear("heal", mori_last_error());
     if (slot_given_back(ctx, &b, "after the refused heal", msg, msglen)) return 1;
   }
-  CHECK(differs(base, ctx->rank, 0) == 0, "own data changed by the failed heal");
+  CHECK(life_pattern_differs(base, ctx->rank, 0) == 0, "own data changed by the failed heal");
   CHECK(mori_window_barrier(w, 0, NULL, 1000) == MORI_ESTATE, "the failed window still signals");
   if (ctx->rank == 0)
     CHECK(verdict_of(ctx, "replacement", said, sizeof said) != 0,
@@ -453,7 +435,7 @@ static int unsealed_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
         "heal with an unsealed replacement: rc %d: %s", rc, mori_last_error());
   hear("heal", mori_last_error());
   if (slot_given_back(ctx, &b, "after the refused heal", msg, msglen)) return 1;
-  CHECK(differs(base, ctx->rank, 0) == 0, "own data changed by the failed heal");
+  CHECK(life_pattern_differs(base, ctx->rank, 0) == 0, "own data changed by the failed heal");
   if (ctx->rank == 0)
     CHECK(verdict_of(ctx, "forge-dead", said, sizeof said) != 0, "the forger joined: %s", said);
   if (ctx->rank == 0) hear("forger", said + 1);

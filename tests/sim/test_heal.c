@@ -17,32 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "life_pattern.h"
 #include "signal_rounds.h"
 
 #define WORLD 4
 #define DEAD 2
-#define WORDS 64
 #define CH 1
 
-static uint32_t pattern(int rank, int life, int i) {
-  return 0xa5000000u ^ (uint32_t)(life << 20) ^ (uint32_t)(rank << 12) ^ (uint32_t)i;
-}
-
-/* The pattern lives in words [16, 16 + WORDS) of each buffer; word 0 is the
- * rounds' word. */
-static int fill(void *base, int rank, int life) {
-  uint32_t words[WORDS];
-  for (int i = 0; i < WORDS; i++) words[i] = pattern(rank, life, i);
-  return mori_symm_memcpy((uint32_t *)base + 16, words, sizeof words);
-}
-
-static int differs(const void *p, int rank, int life) {
-  uint32_t words[WORDS];
-  if (mori_symm_memcpy(words, (const uint32_t *)p + 16, sizeof words) != 0) return -1;
-  for (int i = 0; i < WORDS; i++)
-    if (words[i] != pattern(rank, life, i)) return i + 1;
-  return 0;
-}
 
 static int replay(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_sim_graph *g,
                   char *msg, size_t msglen);
@@ -52,7 +33,7 @@ static int replay(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_
 static int after_heal(const mori_rank_ctx *ctx, mori_window *w, hipStream_t s, mori_sim_graph *g,
                       char *msg, size_t msglen) {
   for (int p = 0; p < WORLD; p++) {
-    int d = differs(mori_window_buffer_ptrs(w)[p], p, p == DEAD ? 1 : 0);
+    int d = life_pattern_differs(mori_window_buffer_ptrs(w)[p], p, p == DEAD ? 1 : 0);
     CHECK(d == 0, "rank %d's data after the heal: word %d differs", p, d - 1);
   }
   if (ordered_rounds(ctx, w, 0, 20, msg, msglen)) return 1;
@@ -109,7 +90,7 @@ static int replacement_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) 
   mori_sim_graph *g = NULL;
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
   CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-  CHECK(fill(base, ctx->rank, 1) == 0, "fill: %s", mori_last_error());
+  CHECK(life_pattern_fill(base, ctx->rank, 1) == 0, "fill: %s", mori_last_error());
   CHECK(mori_symm_rendezvous(base, "job", ctx->rank, WORLD, ctx->store, &w, NULL) == 0,
         "replacement's rendezvous: %s", mori_last_error());
   if (after_heal(ctx, w, NULL, NULL, msg, msglen)) return 1;
@@ -154,7 +135,7 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   hipStream_t s = NULL;
   mori_sim_graph *g = NULL;
   if (open_window(ctx, "job", &base, &w, msg, msglen)) return 1;
-  CHECK(fill(base, ctx->rank, 0) == 0, "fill: %s", mori_last_error());
+  CHECK(life_pattern_fill(base, ctx->rank, 0) == 0, "fill: %s", mori_last_error());
   CHECK(mori_hipStreamCreateWithFlags(&s, hipStreamNonBlocking) == hipSuccess, "stream");
   CHECK(mori_window_barrier(w, 0, s, 10000) == 0, "barrier: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
@@ -187,7 +168,7 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
             memcmp(pads, mori_window_signal_pad_ptrs(w), sizeof pads) == 0 &&
             ptrs_dev == mori_window_buffer_ptrs_dev(w),
         "the pointer tables moved");
-  CHECK(differs(base, ctx->rank, 0) == 0, "own data changed by the heal");
+  CHECK(life_pattern_differs(base, ctx->rank, 0) == 0, "own data changed by the heal");
   if (after_heal(ctx, w, s, g, msg, msglen)) return 1;
   mori_sim_graph_destroy(g);
   CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
