@@ -215,22 +215,32 @@ static int release(struct mori__watch *x) {
     free(vals);
     return missing > 0;
   }
+  /* Ended early because a rank's process is gone: while a rank it still
+   * waits for lives (late, or dead and not yet reaped), it waits on, to
+   * its deadline at most, so that the failure names exactly the dead. */
+  if (x->gone) {
+    int living = 0;
+    double now = 0;
+    for (int i = 0; i < n; i++)
+      living |= !met(&x->cells[i], vals[i]) && !mori__process_gone(x->w->pids[x->cells[i].peer]);
+    if (living && now_ms(&now) == 0 && now < x->deadline_ms) {
+      free(vals);
+      return 0;
+    }
+    if (living) x->gone = 0; /* the deadline came first: a timeout */
+  }
 
-  /* Name the writers of every cell still unwritten, in rank order; when
-   * the wait ends because a rank's process is gone, the gone ones only (a
-   * live rank that had not signalled yet is only late). */
+  /* Name the writers of every cell still unwritten, in rank order. */
   uint32_t *absent = vals + n;
   int nabsent = 0;
   const char *what = "never signalled";
-  for (int only_gone = x->gone != 0; nabsent == 0 && only_gone >= 0; only_gone--)
-    for (int i = 0; i < n; i++) {
-      if (met(&x->cells[i], vals[i])) continue;
-      if (only_gone && !mori__process_gone(x->w->pids[x->cells[i].peer])) continue;
-      what = x->cells[i].what;
-      int k = nabsent++;
-      for (; k > 0 && absent[k - 1] > (uint32_t)x->cells[i].peer; k--) absent[k] = absent[k - 1];
-      absent[k] = (uint32_t)x->cells[i].peer;
-    }
+  for (int i = 0; i < n; i++) {
+    if (met(&x->cells[i], vals[i])) continue;
+    what = x->cells[i].what;
+    int k = nabsent++;
+    for (; k > 0 && absent[k - 1] > (uint32_t)x->cells[i].peer; k--) absent[k] = absent[k - 1];
+    absent[k] = (uint32_t)x->cells[i].peer;
+  }
   char peers[256] = "";
   for (int k = 0, len = 0; k < nabsent && (size_t)len < sizeof peers; k++)
     len += snprintf(peers + len, sizeof peers - (size_t)len, "%s%u", k ? ", " : "", absent[k]);
