@@ -81,6 +81,11 @@ if part c; then
   fi
 fi
 part bench && script bench tests/gpu/bench.sh
+# A survivor's heal against a restart of the world on this host's shim, the
+# ranks sharing the GPUs (docs/performance.md, "Heal against a restart").
+part heal && step heal_bench env MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1 $BIN/mori-heal-bench \
+  --shim "$SHIM" --devices "$NGPU" --ranks "${MORI_HEAL_RANKS:-2,4,8}" --mib 1,64 \
+  --reps "${MORI_HEAL_REPS:-5}"
 part scale && script scale tests/gpu/scale.sh
 torch_ok=0
 python3 -c 'import torch' 2>/dev/null && torch_ok=1
@@ -99,7 +104,7 @@ done
 {
   echo "passed: ${passed[*]:-none}"
   echo "failed: ${failed[*]:-none}"
-  grep -h -E "^(shim|device|[0-9]+ +(fabric|posix_fd|error))|probe ok|timings:|demo (ok|FAILED)|cycles (ok|FAILED)|^  rank .* ok|GB/s|ratio|PASS|FAIL|SKIP|time to error|growth" "$RES"/*.log 2>/dev/null | tail -150
+  grep -h -E "^(shim|device|[0-9]+ +(fabric|posix_fd|error))|probe ok|timings:|demo (ok|FAILED)|cycles (ok|FAILED)|^  rank .* ok|GB/s|ratio|PASS|FAIL|SKIP|time to error|growth|^ +[248] +(1|64) +[0-9.]+ +[0-9.]+ +[0-9.]+|^target " "$RES"/*.log 2>/dev/null | tail -150
   echo "gpu suite: ${#passed[@]} passed, ${#failed[@]} failed"
 } | tee "$RES/summary.txt"
 cp "$RES/summary.txt" "$OUT/summary.txt"

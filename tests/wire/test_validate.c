@@ -211,7 +211,8 @@ static void validate_world_rejects_two_ranks_on_one_device(void **state) {
   assert_int_equal(mori_validate_world(reqs, WORLD, 0, &info), MORI_EMISMATCH);
   assert_string_equal(mori_last_error(),
                       "rendezvous: ranks 1 and 3 both use device 1 on one host "
-                      "(TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 allows it)");
+                      "(MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1 allows it, as "
+                      "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 does under torch)");
 }
 
 /* torch's test_allow_overlapping_devices: every rank on device 0, each with

@@ -163,7 +163,8 @@ static int check_distinct(const mori_request *reqs, int world_size) {
       if (same_device(&keys[i - 1], &keys[i]))
         rc = mori__error(MORI_EMISMATCH,
                          "rendezvous: ranks %d and %d both use device %d on one host "
-                         "(TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 allows it)",
+                         "(MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1 allows it, as "
+                         "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES=1 does under torch)",
                          keys[i - 1].rank, keys[i].rank, (int)keys[i].device);
   }
   if (rc == 0) qsort(keys, (size_t)world_size, sizeof *keys, cmp_nonce);

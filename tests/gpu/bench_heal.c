@@ -115,14 +115,16 @@ static double get_num(mori_store *s, const char *key) {
 struct config {
   int world;
   size_t size;
+  int devices; /* rank r uses device r % devices (ranks share a GPU where fewer) */
 };
 
 /* Starts this program as a fresh process of the given role (a grandchild,
  * so that it outlives its parent), after noting when under t_key. */
 static void start_fresh(const mori_rank_ctx *ctx, const struct config *c, const char *role,
                         const char *t_key) {
-  char world[16], size[32], rank[16];
+  char world[16], size[32], rank[16], devices[16];
   snprintf(world, sizeof world, "%d", c->world);
+  snprintf(devices, sizeof devices, "%d", c->devices);
   snprintf(size, sizeof size, "%zu", c->size);
   snprintf(rank, sizeof rank, "%d", ctx->rank);
   fflush(NULL);
@@ -131,7 +133,7 @@ static void start_fresh(const mori_rank_ctx *ctx, const struct config *c, const 
   if (pid == 0) {
     if (fork() != 0) _exit(0);
     execl("/proc/self/exe", "mori-heal-bench", "--child", role, ctx->store_dir, ctx->incarnation,
-          world, size, rank, (char *)NULL);
+          world, size, rank, devices, (char *)NULL);
     _exit(127);
   }
   if (pid > 0) waitpid(pid, NULL, 0);
@@ -149,7 +151,7 @@ static int whole(mori_window *w) {
 static int replacement(const mori_rank_ctx *ctx, const struct config *c, char *err, size_t cap) {
   void *base = NULL;
   mori_window *w = NULL;
-  int rc = mori_symm_alloc(c->size, ctx->rank % 8, &base);
+  int rc = mori_symm_alloc(c->size, ctx->rank % c->devices, &base);
   if (rc == 0) rc = put_num(ctx->store, "bench/up/heal", now_us());
   mori_symm_set_replacement(1);
   if (rc == 0) rc = mori_symm_rendezvous(base, "heal", ctx->rank, c->world, ctx->store, &w, NULL);
@@ -164,7 +166,7 @@ static int replacement(const mori_rank_ctx *ctx, const struct config *c, char *e
 static int fresh(const mori_rank_ctx *ctx, const struct config *c, char *err, size_t cap) {
   void *base = NULL;
   mori_window *w = NULL;
-  int rc = mori_symm_alloc(c->size, ctx->rank % 8, &base);
+  int rc = mori_symm_alloc(c->size, ctx->rank % c->devices, &base);
   if (rc == 0) rc = put_num(ctx->store, "bench/up/restart", now_us());
   if (rc == 0) rc = mori_symm_rendezvous(base, "restart", ctx->rank, c->world, ctx->store, &w, NULL);
   if (rc == 0) rc = whole(w);
@@ -176,7 +178,7 @@ static int fresh(const mori_rank_ctx *ctx, const struct config *c, char *err, si
 
 static int child_main(char **argv) {
   mori_store *store = NULL;
-  struct config c = {atoi(argv[4]), strtoull(argv[5], NULL, 10)};
+  struct config c = {atoi(argv[4]), strtoull(argv[5], NULL, 10), atoi(argv[7])};
   char err[900] = "ok";
   if (mori_file_store_open(argv[2], &store) != 0) return 2;
   store->incarnation = argv[3];
@@ -234,7 +236,7 @@ static int time_restart(const mori_rank_ctx *ctx, const struct config *c, void *
   double t0 = now_us();
   int rc = mori_symm_free(*base);
   *base = NULL;
-  if (rc == 0) rc = mori_symm_alloc(c->size, ctx->rank % 8, base);
+  if (rc == 0) rc = mori_symm_alloc(c->size, ctx->rank % c->devices, base);
   double t1 = now_us();
   if (rc == 0) rc = mori_symm_rendezvous(*base, "restart", ctx->rank, c->world, ctx->store, &w, NULL);
   double t2 = now_us();
@@ -251,7 +253,7 @@ static int bench_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   void *base = NULL;
   mori_window *w = NULL;
   figures f = {0};
-  int rc = mori_symm_alloc(c->size, ctx->rank % 8, &base);
+  int rc = mori_symm_alloc(c->size, ctx->rank % c->devices, &base);
   if (rc == 0) rc = mori_symm_rendezvous(base, "heal", ctx->rank, c->world, ctx->store, &w, NULL);
   if (rc == 0) rc = whole(w);
   if (rc == 0 && ctx->rank == ctx->world - 1) {
@@ -348,12 +350,13 @@ static int parse_list(const char *s, int *out, int max) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: mori-heal-bench [--ranks 2,4,8] [--mib 1,64] [--reps 10] [--shim sim]\n");
+  fprintf(stderr, "usage: mori-heal-bench [--ranks 2,4,8] [--mib 1,64] [--reps 10] [--shim sim]\n"
+                  "                       [--devices 8]   (rank r on device r %% devices)\n");
 }
 
 int main(int argc, char **argv) {
-  if (argc == 8 && strcmp(argv[1], "--child") == 0) return child_main(argv + 1);
-  int ranks[8] = {2, 4, 8}, nranks = 3, mib[8] = {1, 64}, nmib = 2, reps = 10, failed = 0;
+  if (argc == 9 && strcmp(argv[1], "--child") == 0) return child_main(argv + 1);
+  int ranks[8] = {2, 4, 8}, nranks = 3, mib[8] = {1, 64}, nmib = 2, reps = 10, failed = 0, devices = 8;
   const char *shim = "sim";
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -361,11 +364,12 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--mib") == 0) nmib = parse_list(v, mib, 8), i++;
     else if (strcmp(argv[i], "--reps") == 0) reps = atoi(v), i++;
     else if (strcmp(argv[i], "--shim") == 0) shim = v, i++;
+    else if (strcmp(argv[i], "--devices") == 0) devices = atoi(v), i++;
     else return usage(), 2;
   }
   for (int i = 0; i < nranks; i++)
     if (ranks[i] < 2 || ranks[i] > 8) nranks = -1;
-  if (nranks <= 0 || nmib <= 0 || reps <= 0) return usage(), 2;
+  if (nranks <= 0 || nmib <= 0 || reps <= 0 || devices <= 0) return usage(), 2;
   setenv("MORI_SYMM_SHIM", shim, 1);
   printf("mori-heal-bench: a survivor's heal against a restart of the world, shim %s, "
          "medians of %d reps over every survivor (ms)\n",
@@ -376,7 +380,7 @@ int main(int argc, char **argv) {
   double ratio8[8] = {0};
   for (int m = 0; m < nmib; m++)
     for (int i = 0; i < nranks; i++) {
-      struct config c = {ranks[i], (size_t)mib[m] << 20};
+      struct config c = {ranks[i], (size_t)mib[m] << 20, devices};
       double d[F_COUNT];
       failed += measure(&c, reps, d) != 0;
       double ratio = d[F_RESTART] > 0 ? d[F_HEAL] / d[F_RESTART] : 0;
