@@ -16,6 +16,7 @@
 #include "fsm_internal.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,14 +162,51 @@ static const mori__fsm_row *find_row(mori_fsm_kind kind, int s, mori_wevent ev) 
   return NULL;
 }
 
+/* ---- what the rows imply, derived once ----
+ *
+ * The rows never change, but every fire, push and check asked them the
+ * same questions again: a check scanned every row once per ledger entry
+ * (which machine kinds own this kind?), mori_fsm_forward scanned every
+ * row for each row it looked at (is its target terminal?), and each drive
+ * walked every state's path from INIT (how large can the ledger grow?):
+ * more than half of an allocation's host time.  One pass over the rows
+ * answers them all, once per process (pthread_once; a few microseconds),
+ * and the calls below look the answers up. */
+
+#define NROWS (sizeof mori__fsm_rows / sizeof mori__fsm_rows[0])
+#define KIND_INDEX(kind) ((kind) == MORI_FSM_BLOCK ? 0 : 1)
+
+static struct {
+  unsigned acquires[NROWS];           /* mori__fsm_acquires of each row */
+  unsigned owners[MORI_RES__COUNT];   /* mori__fsm_owners */
+  unsigned char leaves[MORI_FSM_NSTATES]; /* some row leaves the state */
+  struct derived_state {
+    short enter;                       /* the first row of the kind entering it, -1: none */
+    signed char forward;               /* mori_fsm_forward's event, -1: none */
+    int reached;                       /* mori__fsm_ledger returns 0 (1) or -1 (0) */
+    unsigned acquirable;               /* what the rows leaving it acquire */
+    mori__count held[MORI_RES__COUNT]; /* mori__fsm_ledger */
+  } at[2][MORI_FSM_NSTATES];           /* [KIND_INDEX(kind)][state] */
+} derived;
+
+static pthread_once_t derived_once = PTHREAD_ONCE_INIT;
+static void derive(void);
+
+/* Before any answer below is read; never inside derive(). */
+static void derive_once(void) { pthread_once(&derived_once, derive); }
+
+static int in_range(int s) { return s >= 0 && s < MORI_FSM_NSTATES; }
+
 /* A state no row leaves. */
+static int terminal(int s) { return !in_range(s) || !derived.leaves[s]; }
+
 static int is_terminal(int s) {
-  for (size_t i = 0; i < mori__fsm_nrows; i++)
-    if (mori__fsm_rows[i].from == s) return 0;
-  return 1;
+  derive_once();
+  return terminal(s);
 }
 
-unsigned mori__fsm_acquires(const mori__fsm_row *r) {
+/* The kinds a row's adds may record, from its columns. */
+static unsigned acquires_of(const mori__fsm_row *r) {
   unsigned mask = 0;
   for (int k = 0; k < MORI_RES__COUNT; k++) {
     mori__bound hi = r->adds[k].count.hi;
@@ -178,22 +216,28 @@ unsigned mori__fsm_acquires(const mori__fsm_row *r) {
   return mask;
 }
 
+unsigned mori__fsm_acquires(const mori__fsm_row *r) {
+  uintptr_t at = (uintptr_t)r, first = (uintptr_t)mori__fsm_rows;
+  if (at < first || at >= first + sizeof mori__fsm_rows) return acquires_of(r); /* a copy */
+  derive_once();
+  return derived.acquires[(at - first) / sizeof *r];
+}
+
 /* The step of kind that enters s (a state no RELEASE or FAIL reaches). */
 static const mori__fsm_row *entering(mori_fsm_kind kind, int s) {
-  for (size_t i = 0; i < mori__fsm_nrows; i++)
-    if ((mori__fsm_rows[i].kinds & (unsigned)kind) && mori__fsm_rows[i].to == s)
-      return &mori__fsm_rows[i];
-  return NULL;
+  int i = in_range(s) ? derived.at[KIND_INDEX(kind)][s].enter : -1;
+  return i >= 0 ? &mori__fsm_rows[i] : NULL;
 }
 
 /* INIT and the terminal states hold nothing; any other state holds what
- * the steps from INIT to it set, the later step's count winning. */
-int mori__fsm_ledger(mori_fsm_kind kind, int s, mori__count out[MORI_RES__COUNT]) {
+ * the steps from INIT to it set, the later step's count winning.  Walked
+ * once per state, in derive(). */
+static int ledger_walk(mori_fsm_kind kind, int s, mori__count out[MORI_RES__COUNT]) {
   const mori__fsm_row *path[MORI_FSM_NSTATES];
   int n = 0;
   memset(out, 0, MORI_RES__COUNT * sizeof out[0]);
   if (!valid_kind(kind) || s < 0 || s >= MORI_FSM_NSTATES) return -1;
-  if (s == MORI_FSM_INIT || is_terminal(s)) return 0;
+  if (s == MORI_FSM_INIT || terminal(s)) return 0;
   for (int at = s; at != MORI_FSM_INIT; at = path[n - 1]->from) {
     const mori__fsm_row *r = entering(kind, at);
     if (r == NULL || n == MORI_FSM_NSTATES) return -1;
@@ -205,21 +249,61 @@ int mori__fsm_ledger(mori_fsm_kind kind, int s, mori__count out[MORI_RES__COUNT]
   return 0;
 }
 
+int mori__fsm_ledger(mori_fsm_kind kind, int s, mori__count out[MORI_RES__COUNT]) {
+  memset(out, 0, MORI_RES__COUNT * sizeof out[0]);
+  if (!valid_kind(kind) || !in_range(s)) return -1;
+  derive_once();
+  const struct derived_state *at = &derived.at[KIND_INDEX(kind)][s];
+  memcpy(out, at->held, sizeof at->held);
+  return at->reached ? 0 : -1;
+}
+
 /* The resource kinds the outgoing transitions of (kind, s) acquire. */
 static unsigned acquirable(mori_fsm_kind kind, int s) {
-  unsigned mask = 0;
-  for (size_t i = 0; i < mori__fsm_nrows; i++)
-    if ((mori__fsm_rows[i].kinds & (unsigned)kind) && mori__fsm_rows[i].from == s)
-      mask |= mori__fsm_acquires(&mori__fsm_rows[i]);
-  return mask;
+  if (!valid_kind(kind) || !in_range(s)) return 0;
+  derive_once();
+  return derived.at[KIND_INDEX(kind)][s].acquirable;
 }
 
 /* The machine kinds whose transitions acquire resource kind r. */
 unsigned mori__fsm_owners(mori_res r) {
-  unsigned kinds = 0;
-  for (size_t i = 0; i < mori__fsm_nrows; i++)
-    if (mori__fsm_acquires(&mori__fsm_rows[i]) & MORI__BIT(r)) kinds |= mori__fsm_rows[i].kinds;
-  return kinds;
+  if ((unsigned)r >= MORI_RES__COUNT) return 0;
+  derive_once();
+  return derived.owners[r];
+}
+
+/* One pass over the rows in order (so "the first row" means what a scan
+ * from the top found), then each state's ledger along its path. */
+static void derive(void) {
+  static const mori_fsm_kind kinds[2] = {MORI_FSM_BLOCK, MORI_FSM_WINDOW};
+  _Static_assert(NROWS <= 32767 && MORI_EV__COUNT <= 127, "derived's fields hold the table");
+  for (int k = 0; k < 2; k++)
+    for (int s = 0; s < MORI_FSM_NSTATES; s++) {
+      derived.at[k][s].enter = -1;
+      derived.at[k][s].forward = -1;
+    }
+  for (size_t i = 0; i < NROWS; i++) {
+    const mori__fsm_row *r = &mori__fsm_rows[i];
+    derived.acquires[i] = acquires_of(r);
+    for (int res = 0; res < MORI_RES__COUNT; res++)
+      if (derived.acquires[i] & MORI__BIT(res)) derived.owners[res] |= r->kinds;
+    if (in_range(r->from)) derived.leaves[r->from] = 1;
+  }
+  for (size_t i = 0; i < NROWS; i++) { /* terminal() answers from here on */
+    const mori__fsm_row *r = &mori__fsm_rows[i];
+    for (int k = 0; k < 2; k++) {
+      if (!(r->kinds & (unsigned)kinds[k])) continue;
+      if (in_range(r->from)) {
+        struct derived_state *from = &derived.at[k][r->from];
+        from->acquirable |= derived.acquires[i];
+        if (from->forward < 0 && !terminal(r->to)) from->forward = (signed char)r->event;
+      }
+      if (in_range(r->to) && derived.at[k][r->to].enter < 0) derived.at[k][r->to].enter = (short)i;
+    }
+  }
+  for (int k = 0; k < 2; k++)
+    for (int s = 0; s < MORI_FSM_NSTATES; s++)
+      derived.at[k][s].reached = ledger_walk(kinds[k], s, derived.at[k][s].held) == 0;
 }
 
 #if defined(__GNUC__)
@@ -240,13 +324,9 @@ int mori_fsm_next(mori_fsm_kind kind, int state, mori_wevent ev) {
 
 /* A forward row leads to a non-terminal state: not RELEASE, not FAIL. */
 int mori_fsm_forward(mori_fsm_kind kind, int state) {
-  if (!valid_kind(kind)) return -1;
-  for (size_t i = 0; i < mori__fsm_nrows; i++) {
-    const mori__fsm_row *r = &mori__fsm_rows[i];
-    if ((r->kinds & (unsigned)kind) && r->from == state && !is_terminal(r->to))
-      return (int)r->event;
-  }
-  return -1;
+  if (!valid_kind(kind) || !in_range(state)) return -1;
+  derive_once();
+  return derived.at[KIND_INDEX(kind)][state].forward;
 }
 
 /* ---- the ledger's memory ---- */
