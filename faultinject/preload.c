@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,8 +184,27 @@ static int first_life(void) {
   return v == NULL || strcmp(v, "1") != 0;
 }
 
+/* A rule with life=N fires in that life alone: the launcher's count of the
+ * rank's restarts (MORI_LAUNCH_LIFE; 0 in a first process that has none);
+ * a replacement that does not say its life matches no life=. */
+static int life_matches(const mori_fi_rule *r) {
+  if (r->life < 0) return first_life();
+  const char *v = getenv("MORI_LAUNCH_LIFE");
+  char *end = NULL;
+  if (v == NULL || *v == '\0') return first_life() && r->life == 0;
+  long n = strtol(v, &end, 10);
+  if (*end != '\0' || n < 0) {
+    static atomic_int said;
+    if (atomic_exchange(&said, 1) == 0)
+      fprintf(stderr, "MORI_FI: MORI_LAUNCH_LIFE=%.32s is not a life (0, 1, ...): no life= "
+                      "rule fires\n", v);
+    return 0;
+  }
+  return n == r->life;
+}
+
 static int fires(const mori_fi_rule *r, long n) {
-  return (r->persist ? n >= r->nth : n == r->nth) && first_life();
+  return (r->persist ? n >= r->nth : n == r->nth) && life_matches(r);
 }
 
 const mori_fi_rule *fi__rule(mori_fi_target target, unsigned actions, long nth) {

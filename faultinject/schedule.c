@@ -13,6 +13,7 @@
 #include "parse.h"
 
 #define RANK_MAX 4095 /* the wire format's largest world, less one */
+#define LIFE_MAX 1000000 /* restarts of one rank */
 
 /* A schedule is one line: its messages say "MORI_FI: column C: ...". */
 typedef mori_fi__cursor cursor;
@@ -255,6 +256,7 @@ static int rule(cursor *c, mori_fi_rule *r) {
   const char *start = c->p;
   memset(r, 0, sizeof *r);
   r->rank = -1;
+  r->life = -1;
   r->column = (size_t)(start - c->line_start) + 1;
   if (take(c, "rank=")) {
     uint64_t v;
@@ -264,6 +266,17 @@ static int rule(cursor *c, mori_fi_rule *r) {
       char got[64];
       shown(c, got, sizeof got);
       return mori_fi__fail(c, c->p, "expected a space after rank=%d, got %s", r->rank, got);
+    }
+    skip_space(c);
+  }
+  if (take(c, "life=")) {
+    uint64_t v;
+    if (number(c, LIFE_MAX, &v, "a life") != 0) return -1;
+    r->life = (int)v;
+    if (c->p >= c->end || !is_space(*c->p)) {
+      char got[64];
+      shown(c, got, sizeof got);
+      return mori_fi__fail(c, c->p, "expected a space after life=%d, got %s", r->life, got);
     }
     skip_space(c);
   }

@@ -95,6 +95,20 @@ static void rank_prefix_limits_a_rule_to_one_rank(void **state) {
   mori_fi_schedule_free(&s);
 }
 
+/* life=N after rank=: the rule fires in that life of the rank alone. */
+static void life_prefix_names_the_life_a_rule_fires_in(void **state) {
+  (void)state;
+  mori_fi_schedule s = parse_ok("rank=2 life=1 hipMemImportFromShareableHandle#1=kill;"
+                                "life=0 hipMemMap#2=hipErrorUnknown;hipMemMap#3=kill");
+  assert_int_equal(s.rules[0].rank, 2);
+  assert_int_equal(s.rules[0].life, 1);
+  assert_int_equal(s.rules[0].call, MORI_FI_CALL_hipMemImportFromShareableHandle);
+  assert_int_equal(s.rules[1].rank, -1);
+  assert_int_equal(s.rules[1].life, 0);
+  assert_int_equal(s.rules[2].life, -1);
+  mori_fi_schedule_free(&s);
+}
+
 static void mori_prefixed_names_are_the_same_function(void **state) {
   (void)state;
   mori_fi_schedule s = parse_ok("mori_hipMemCreate#1=hipErrorOutOfMemory");
@@ -170,6 +184,8 @@ static void every_defect_names_its_column(void **state) {
       {"rank=1hipMemMap#1=kill", 7, "expected a space"},
       {"rank=x hipMemMap#1=kill", 6, "a rank"},
       {"rank=4096 call#1=kill", 6, "larger than"},
+      {"life=1hipMemMap#1=kill", 7, "expected a space"},
+      {"rank=1 life=x hipMemMap#1=kill", 13, "a life"},
       {"call#1=kill x", 13, "expected ';'"},
       {"recv=order:1,2,1", 16, "appears twice"},
       {"recv=order:", 12, "a sender rank"},
@@ -386,6 +402,7 @@ int main(void) {
       cmocka_unit_test(hash_star_persists_from_the_first_call),
       cmocka_unit_test(global_index_rule_takes_persist_and_numbers),
       cmocka_unit_test(rank_prefix_limits_a_rule_to_one_rank),
+      cmocka_unit_test(life_prefix_names_the_life_a_rule_fires_in),
       cmocka_unit_test(mori_prefixed_names_are_the_same_function),
       cmocka_unit_test(datagram_rules_parse_with_their_defaults),
       cmocka_unit_test(count_and_record_take_the_rest_of_the_rule_as_a_path),

@@ -2,15 +2,36 @@
  * test_kill_loop.c - kill loops: one window of a group of 4 (and of 8)
  * ranks lives through 100 deaths.  Each iteration kills a rank chosen at
  * random at a point chosen at random (idle; just before, or inside, a
- * bounded barrier; just before, or inside, a put/wait ring); the victim
- * starts its replacement (this program again, exec'd: a fresh process)
- * and dies of SIGKILL, and the survivors heal the window.  It is always
- * the group's first window (seq 0), so a replacement's first rendezvous
- * in the group is the heal.  Then every rank reads every rank's data byte
- * for byte (a pattern of the rank and of how often it died), and passes
- * barriers and a put/wait ring; at the end every process (the survivors
- * and the last replacements) frees its block and finds the shim's
- * registry at 0 and its fds where they were.
+ * bounded barrier; just before, or inside, a put/wait ring; inside the
+ * rendezvous of a second window; inside the heal); the victim starts its
+ * replacement (this program again, exec'd: a fresh process) and dies of
+ * SIGKILL, and the survivors heal the window.  It is always the group's
+ * first window (seq 0), so a replacement's first rendezvous in the group
+ * is the heal.  Then every rank reads every rank's data byte for byte (a
+ * pattern of the rank and of how often it died), and passes barriers and
+ * a put/wait ring; at the end every process (the survivors and the last
+ * replacements) frees its block and finds the shim's registry at 0 and
+ * its fds where they were.
+ *
+ * Mid-rendezvous: every rank rendezvouses a second, scratch block in a
+ * group of its own, and the victim dies a random 0-2 ms after starting
+ * its part (on a thread), anywhere from before its request to after the
+ * window is made.  The survivors' rendezvous passes or fails naming the
+ * dead rank (the keeper's notice, below); they give the scratch block
+ * back, heal the window, and then every rank, the replacement with them,
+ * makes the scratch window again and passes a barrier and a word of every
+ * rank's through it.
+ *
+ * Mid-heal: the victim dies idle, and its replacement dies in its turn
+ * inside the heal, at its first import of a survivor's memory (the fault
+ * shim, preloaded into that process alone: MORI_FI's life= rule), when
+ * the survivors have its memory mapped and wait for it at the heal's last
+ * barrier.  Their heal fails, naming the replacement's process as gone,
+ * and leaves the window failed for good; the keeper starts a second
+ * replacement, and the survivors (each with the block it had, its data
+ * untouched) and it rendezvous again under the group loop.<i>, where the
+ * loop goes on (the fallback of docs/recovery.md: the heal's addresses
+ * are not kept, the memory is).
  *
  * The plan is a pure function of a seed, printed at the start
  * (MORI_KILL_LOOP_SEED=N replays it; MORI_KILL_LOOP_ITERATIONS=N runs
@@ -21,14 +42,16 @@
  * that a victim's orphaned replacement is its child), so that a death is
  * seen at once (the dead process is gone once reaped) and the launcher
  * sees no death: with every one of its ranks dead it would end the launch
- * and remove the store under the replacements, and a death notice it
- * published after the heal had cleared it would fail the next heal.
+ * and remove the store under the replacements.  A keeper tells of each
+ * death as the launcher would (mori/store.h, MORI_STORE_DEATH_GROUP)
+ * before it reaps the dead process, so that the notice is there before
+ * anyone can heal, and the heal takes it back.
  *
- * Not here: a second death while the survivors heal (their heal would
- * fail and break the window, and the loop would have to free and
- * rendezvous again under a new group name).
+ * Not here: a survivor's death while the survivors heal (two ranks lost
+ * at once).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,11 +71,28 @@
 #define PROBE_CH 2
 #define MAX_WORLD 8
 #define MAX_ITERATIONS 10000
+#define SCRATCH ((size_t)64 << 10)
+#define REPLACEMENT_DIES "life=1 hipMemImportFromShareableHandle#1=kill"
 
 /* Where the victim dies. */
-enum point { P_IDLE, P_BEFORE_BARRIER, P_MID_BARRIER, P_BEFORE_PUT, P_MID_RING, P__COUNT };
+enum point {
+  P_IDLE,
+  P_BEFORE_BARRIER,
+  P_MID_BARRIER,
+  P_BEFORE_PUT,
+  P_MID_RING,
+  P_MID_RENDEZVOUS,
+  P_MID_HEAL,
+  P__COUNT
+};
 static const char *const point_names[P__COUNT] = {
-    "idle", "before its barrier", "mid-barrier", "before its put", "mid put/wait"};
+    "idle",         "before its barrier", "mid-barrier", "before its put",
+    "mid put/wait", "mid-rendezvous",     "mid-heal"};
+
+/* How a worker came to be: the first of its rank, a replacement that
+ * joins the heal, or the second replacement of a mid-heal death, which
+ * joins the survivors' new group. */
+enum role { R_FIRST, R_HEAL, R_REGROUP };
 
 /* ---- the plan ---- */
 
@@ -76,11 +116,33 @@ static int point_of(const plan *p, int i) {
   return (int)(mix(mix(p->seed) ^ (uint64_t)(2 * i + 1)) % P__COUNT);
 }
 
+/* Mid-rendezvous: how long the victim's rendezvous runs before it dies. */
+static int delay_us(const plan *p, int i) {
+  return (int)(mix(mix(p->seed) ^ (uint64_t)i ^ 0x5ca1ab1eull) % 2000);
+}
+
+/* How many of rank's processes died in iteration i: two mid-heal (the
+ * victim, then its first replacement). */
+static int deaths_in(const plan *p, int rank, int i) {
+  return victim_of(p, i) != rank ? 0 : point_of(p, i) == P_MID_HEAL ? 2 : 1;
+}
+
 /* How often rank had died once iteration i's death was healed. */
 static int life_after(const plan *p, int rank, int i) {
   int n = 0;
-  for (int j = 0; j <= i; j++) n += victim_of(p, j) == rank;
+  for (int j = 0; j <= i; j++) n += deaths_in(p, rank, j);
   return n;
+}
+
+/* The group of the loop's window in iteration i: loop, or loop.<j> after
+ * the heal of iteration j's death failed (mid-heal) and the ranks made
+ * the window again. */
+static void group_at(const plan *p, int i, char *out, size_t cap) {
+  int last = -1;
+  for (int j = 0; j < i; j++)
+    if (point_of(p, j) == P_MID_HEAL) last = j;
+  if (last < 0) snprintf(out, cap, GROUP);
+  else snprintf(out, cap, GROUP ".%d", last);
 }
 
 static int lowest_survivor(const plan *p, int i) { return victim_of(p, i) == 0 ? 1 : 0; }
@@ -114,25 +176,36 @@ typedef struct worker {
   mori_rank_ctx ctx;
   plan plan;
   int first; /* the iteration whose death this process replaces; -1: none */
+  int role;  /* enum role */
   char exe[4096];
   void *base;
   mori_window *w;
   hipStream_t s;
 } worker;
 
-/* This program again, as rank's worker from iteration first on: a fresh
- * process (exec), whoever starts it. */
-static pid_t start_worker(const worker *wk, int rank, int first) {
-  char r[16], world[16], seed[32], n[16], f[16];
+/* This program again, as rank's worker from iteration first on, in the
+ * role given: a fresh process (exec), whoever starts it.  The replacement
+ * that is to die inside the heal gets the fault shim and its rule, no
+ * other process. */
+static pid_t start_worker(const worker *wk, int rank, int first, int role) {
+  char r[16], world[16], seed[32], n[16], f[16], ro[16];
   snprintf(r, sizeof r, "%d", rank);
   snprintf(world, sizeof world, "%d", wk->plan.world);
   snprintf(seed, sizeof seed, "%llu", wk->plan.seed);
   snprintf(n, sizeof n, "%d", wk->plan.iterations);
   snprintf(f, sizeof f, "%d", first);
+  snprintf(ro, sizeof ro, "%d", role);
   pid_t pid = fork();
   if (pid == 0) {
+    unsetenv("LD_PRELOAD");
+    unsetenv("MORI_FI");
+    if (role == R_HEAL && point_of(&wk->plan, first) == P_MID_HEAL) {
+      setenv("LD_PRELOAD", MORI_FI_LIB, 1);
+      setenv("MORI_FI", REPLACEMENT_DIES, 1);
+      setenv("MORI_LAUNCH_LIFE", "1", 1);
+    }
     execl(wk->exe, "test_kill_loop", "--worker", wk->ctx.store_dir, wk->ctx.incarnation, r,
-          world, seed, n, f, (char *)NULL);
+          world, seed, n, f, ro, (char *)NULL);
     _exit(127);
   }
   return pid;
@@ -148,6 +221,20 @@ static int ring_step(worker *wk, uint32_t value) {
   return rc != 0 ? rc : mori_window_wait_signal(wk->w, prev, RING_CH, wk->s, TIMEOUT_MS);
 }
 
+struct scratch_run {
+  worker *wk;
+  void *base;
+  char group[32];
+};
+
+static void *scratch_rendezvous(void *arg) {
+  struct scratch_run *x = arg;
+  mori_window *w = NULL;
+  (void)mori_symm_rendezvous(x->base, x->group, x->wk->ctx.rank, x->wk->plan.world,
+                             x->wk->ctx.store, &w, NULL);
+  return NULL;
+}
+
 /* The victim: what it does of the iteration's operation, then its
  * replacement started, then SIGKILL.  Never returns. */
 static void die(worker *wk, int i, int point) {
@@ -157,7 +244,18 @@ static void die(worker *wk, int i, int point) {
     (void)put_word(wk->w, next, RING_AT + wk->ctx.rank, (uint32_t)i);
     (void)mori_window_put_signal(wk->w, next, RING_CH, wk->s, TIMEOUT_MS);
   }
-  (void)start_worker(wk, wk->ctx.rank, i);
+  if (point == P_MID_RENDEZVOUS) {
+    static struct scratch_run x;
+    pthread_t t;
+    x.wk = wk;
+    snprintf(x.group, sizeof x.group, "scratch.%d", i);
+    if (mori_symm_alloc(SCRATCH, wk->ctx.rank, &x.base) == 0 &&
+        pthread_create(&t, NULL, scratch_rendezvous, &x) == 0) {
+      struct timespec ts = {0, (long)delay_us(&wk->plan, i) * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  (void)start_worker(wk, wk->ctx.rank, i, R_HEAL);
   raise(SIGKILL);
   _exit(99); /* not reached */
 }
@@ -179,8 +277,34 @@ static int probe(worker *wk) {
  * (the victim's part was done) or fail so.  A call may return before its
  * waits are over (a stream run by a worker thread): the failure then
  * shows in the window, which the probe reads. */
+static void count_failure(worker *wk, int i, char *msg, size_t msglen);
+
+/* A survivor mid-rendezvous: the scratch window passes, or fails naming
+ * the dead rank; either way its block is given back at once. */
+static int survive_rendezvous(worker *wk, int i, int victim, char *msg, size_t msglen) {
+  const mori_rank_ctx *ctx = &wk->ctx;
+  char group[32], dead[64];
+  void *base = NULL;
+  mori_window *w = NULL;
+  snprintf(group, sizeof group, "scratch.%d", i);
+  snprintf(dead, sizeof dead, "rank %d ", victim);
+  CHECK(mori_symm_alloc(SCRATCH, wk->ctx.rank, &base) == 0, "scratch alloc: %s",
+        mori_last_error());
+  int rc = mori_symm_rendezvous(base, group, wk->ctx.rank, wk->plan.world, wk->ctx.store, &w, NULL);
+  /* MORI_EPEER on the keeper's notice, MORI_EIO on the dead rank's socket
+   * found closed before it */
+  CHECK(rc == 0 || ((rc == MORI_EPEER || rc == MORI_EIO) && strstr(mori_last_error(), dead)),
+        "iteration %d: the scratch rendezvous while rank %d died in it: %s", i, victim,
+        mori_last_error());
+  CHECK(mori_symm_free(base) == 0, "scratch free: %s", mori_last_error());
+  if (rc != 0) count_failure(wk, i, msg, msglen);
+  return 0;
+}
+
 static int survive(worker *wk, int i, int victim, int point, char *msg, size_t msglen) {
   const mori_rank_ctx *ctx = &wk->ctx;
+  if (point == P_MID_RENDEZVOUS) return survive_rendezvous(wk, i, victim, msg, msglen);
+  if (point == P_MID_HEAL) point = P_IDLE; /* the victim dies idle; its replacement in the heal */
   int waits_on_victim = point == P_BEFORE_BARRIER || point == P_MID_BARRIER ||
                         (ctx->rank + wk->plan.world - 1) % wk->plan.world == victim;
   int must_fail = waits_on_victim && (point == P_BEFORE_BARRIER || point == P_BEFORE_PUT);
@@ -199,16 +323,22 @@ static int survive(worker *wk, int i, int victim, int point, char *msg, size_t m
         "iteration %d: the %s %s while rank %d died %s: %s", i,
         point <= P_MID_BARRIER ? "barrier" : "ring", rc == 0 ? "passed" : "failed", victim,
         point_names[point], rc == 0 ? "" : mori_last_error());
-  if (rc != 0) { /* counted by keeper 0: how often the deaths inside bite */
-    char key[64];
-    snprintf(key, sizeof key, "kill_loop/failed/%d/%d", i, ctx->rank);
-    CHECK(ctx->store->set(ctx->store, key, "1", 2) == 0, "store: %s", mori_last_error());
-  }
+  if (rc != 0) count_failure(wk, i, msg, msglen);
   return 0;
+}
+
+/* Counted by keeper 0: how often the deaths inside bite. */
+static void count_failure(worker *wk, int i, char *msg, size_t msglen) {
+  char key[64];
+  (void)msg, (void)msglen;
+  snprintf(key, sizeof key, "kill_loop/failed/%d/%d", i, wk->ctx.rank);
+  (void)wk->ctx.store->set(wk->ctx.store, key, "1", 2);
 }
 
 /* The survivors' heal, asked again while the victim's process is not gone
  * from the host yet (its keeper reaps it at once). */
+static int regroup(worker *wk, int i, char *msg, size_t msglen);
+
 static int heal(worker *wk, int i, int victim, char *msg, size_t msglen) {
   const mori_rank_ctx *ctx = &wk->ctx;
   double until = now_ms() + TIMEOUT_MS;
@@ -216,7 +346,76 @@ static int heal(worker *wk, int i, int victim, char *msg, size_t msglen) {
   while ((rc = mori_window_heal(wk->w, victim, ctx->store)) == MORI_ESTATE &&
          strstr(mori_last_error(), "is alive") != NULL && now_ms() < until)
     sleep_ms(2);
-  CHECK(rc == 0, "iteration %d: heal of rank %d: %s", i, victim, mori_last_error());
+  if (point_of(&wk->plan, i) != P_MID_HEAL) {
+    CHECK(rc == 0, "iteration %d: heal of rank %d: %s", i, victim, mori_last_error());
+    return 0;
+  }
+  char gone[64];
+  snprintf(gone, sizeof gone, "rank %d's replacement (pid ", victim);
+  CHECK(rc == MORI_EPEER && strstr(mori_last_error(), gone) != NULL,
+        "iteration %d: the heal of rank %d, whose replacement died in it, %s: %s", i, victim,
+        rc == 0 ? "passed" : "failed", rc == 0 ? "" : mori_last_error());
+  CHECK(probe(wk) != 0, "iteration %d: the window whose heal failed still signals", i);
+  return regroup(wk, i, msg, msglen);
+}
+
+/* After a failed heal: the lowest survivor takes back the keeper's notice
+ * of the death (a wait of the new group for the dead rank would end on
+ * it) and says so; then every rank, the second replacement with them,
+ * rendezvouses the block it has under loop.<i>. */
+static int regroup(worker *wk, int i, char *msg, size_t msglen) {
+  const mori_rank_ctx *ctx = &wk->ctx;
+  int victim = victim_of(&wk->plan, i);
+  char key[192], group[32];
+  if (ctx->rank == lowest_survivor(&wk->plan, i)) {
+    snprintf(key, sizeof key, "mori_symm/" MORI_STORE_DEATH_GROUP "/%d/%d/%s/0/abort/0",
+             ctx->world, victim, ctx->incarnation);
+    if (ctx->store->remove) (void)ctx->store->remove(ctx->store, key);
+    snprintf(key, sizeof key, "kill_loop/regroup/%d", i);
+    CHECK(ctx->store->set(ctx->store, key, "1", 2) == 0, "store: %s", mori_last_error());
+  }
+  void *v = NULL;
+  size_t n = 0;
+  snprintf(key, sizeof key, "kill_loop/regroup/%d", i);
+  CHECK(ctx->store->get(ctx->store, key, &v, &n, TIMEOUT_MS) == 0,
+        "iteration %d: no word of the regroup: %s", i, mori_last_error());
+  free(v);
+  group_at(&wk->plan, i + 1, group, sizeof group);
+  mori_symm_set_replacement(0); /* a new group: nothing in it to heal */
+  CHECK(mori_symm_rendezvous(wk->base, group, ctx->rank, ctx->world, ctx->store, &wk->w, NULL) ==
+            0,
+        "iteration %d: the rendezvous of %s after the failed heal: %s", i, group,
+        mori_last_error());
+  return 0;
+}
+
+/* Once the window is whole again after a death mid-rendezvous: every
+ * rank makes the scratch window again, writes a word of its own there
+ * and reads every rank's after a barrier, and gives it back. */
+static int scratch_again(worker *wk, int i, char *msg, size_t msglen) {
+  const mori_rank_ctx *ctx = &wk->ctx;
+  char group[32];
+  void *base = NULL;
+  mori_window *w = NULL;
+  snprintf(group, sizeof group, "scratch.%d.again", i);
+  mori_symm_set_replacement(0);
+  CHECK(mori_symm_alloc(SCRATCH, ctx->rank, &base) == 0, "scratch alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(base, group, ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "iteration %d: the scratch window again: %s", i, mori_last_error());
+  uint32_t v = 0x5c000000u | (uint32_t)(i << 8) | (uint32_t)ctx->rank;
+  CHECK(put_word(w, ctx->rank, 0, v) == 0, "write: %s", mori_shim_message());
+  CHECK(mori_window_barrier(w, 0, wk->s, TIMEOUT_MS) == 0, "iteration %d: scratch barrier: %s", i,
+        mori_last_error());
+  CHECK(mori_hipStreamSynchronize(wk->s) == hipSuccess, "sync: %s", mori_shim_message());
+  for (int p = 0; p < ctx->world; p++) {
+    uint32_t want = 0x5c000000u | (uint32_t)(i << 8) | (uint32_t)p;
+    CHECK(get_word(w, p, 0) == want, "iteration %d: rank %d's scratch word is %#x", i, p,
+          get_word(w, p, 0));
+  }
+  CHECK(mori_window_barrier(w, 0, wk->s, TIMEOUT_MS) == 0, "iteration %d: scratch barrier': %s",
+        i, mori_last_error());
+  CHECK(mori_hipStreamSynchronize(wk->s) == hipSuccess, "sync: %s", mori_shim_message());
+  CHECK(mori_symm_free(base) == 0, "scratch free: %s", mori_last_error());
   return 0;
 }
 
@@ -259,7 +458,8 @@ static int iteration(worker *wk, int i, char *msg, size_t msglen) {
   double t0 = now_ms();
   if (ctx->rank == victim) die(wk, i, point);
   if (survive(wk, i, victim, point, msg, msglen) || heal(wk, i, victim, msg, msglen) ||
-      after_heal(wk, i, msg, msglen))
+      after_heal(wk, i, msg, msglen) ||
+      (point == P_MID_RENDEZVOUS && scratch_again(wk, i, msg, msglen)))
     return 1;
   if (ctx->rank == lowest_survivor(&wk->plan, i)) {
     char key[64], ms[32];
@@ -275,19 +475,31 @@ static int worker_run(worker *wk, int fds0, char *msg, size_t msglen) {
   const mori_rank_ctx *ctx = &wk->ctx;
   int life = wk->first < 0 ? 0 : life_after(&wk->plan, ctx->rank, wk->first);
   CHECK(mori_shim_select("sim") == 0, "%s", mori_shim_message());
+  char group[32];
   mori_symm_set_timeout_ms(TIMEOUT_MS);
-  mori_symm_set_replacement(wk->first >= 0);
   CHECK(mori_symm_alloc(MiB, ctx->rank, &wk->base) == 0, "alloc: %s", mori_last_error());
   CHECK(fill(wk->base, ctx->rank, life) == 0, "fill: %s", mori_last_error());
-  CHECK(mori_symm_rendezvous(wk->base, GROUP, ctx->rank, ctx->world, ctx->store, &wk->w, NULL) ==
-            0,
-        "%s (life %d, from iteration %d): %s", wk->first < 0 ? "rendezvous" : "heal as replacement",
-        life, wk->first, mori_last_error());
   CHECK(mori_hipStreamCreateWithFlags(&wk->s, hipStreamNonBlocking) == hipSuccess, "stream: %s",
         mori_shim_message());
+  if (wk->role == R_REGROUP) {
+    /* the survivors' heal failed: their new group, once they say so */
+    if (regroup(wk, wk->first, msg, msglen)) return 1;
+  } else {
+    group_at(&wk->plan, wk->first < 0 ? 0 : wk->first, group, sizeof group);
+    mori_symm_set_replacement(wk->role == R_HEAL);
+    CHECK(mori_symm_rendezvous(wk->base, group, ctx->rank, ctx->world, ctx->store, &wk->w,
+                               NULL) == 0,
+          "%s (life %d, from iteration %d): %s",
+          wk->first < 0 ? "rendezvous" : "heal as replacement", life, wk->first,
+          mori_last_error());
+    mori_symm_set_replacement(0);
+  }
   int i = 0;
   if (wk->first >= 0) {
     if (after_heal(wk, wk->first, msg, msglen)) return 1;
+    if (point_of(&wk->plan, wk->first) == P_MID_RENDEZVOUS &&
+        scratch_again(wk, wk->first, msg, msglen))
+      return 1;
     i = wk->first + 1;
   }
   for (; i < wk->plan.iterations; i++)
@@ -306,15 +518,17 @@ static int number(const char *s, unsigned long long max, unsigned long long *out
   return end == s || *end != '\0' || errno != 0 || *out > max ? -1 : 0;
 }
 
-/* --worker DIR INCARNATION RANK WORLD SEED ITERATIONS FIRST: one process
- * of a rank; its verdict goes to the store for its keeper. */
+/* --worker DIR INCARNATION RANK WORLD SEED ITERATIONS FIRST ROLE: one
+ * process of a rank; its verdict goes to the store for its keeper. */
 static int worker_main(char **argv) {
   worker wk = {.first = -1};
-  unsigned long long rank, world, n, first = 0;
+  unsigned long long rank, world, n, first = 0, role = 0;
   if (number(argv[2], MAX_WORLD - 1, &rank) || number(argv[3], MAX_WORLD, &world) ||
       number(argv[4], ~0ull, &wk.plan.seed) || number(argv[5], MAX_ITERATIONS, &n) ||
-      (strcmp(argv[6], "-1") != 0 && number(argv[6], MAX_ITERATIONS, &first)))
+      (strcmp(argv[6], "-1") != 0 && number(argv[6], MAX_ITERATIONS, &first)) ||
+      number(argv[7], R_REGROUP, &role))
     return 2;
+  wk.role = (int)role;
   wk.plan.world = (int)world;
   wk.plan.iterations = (int)n;
   wk.first = strcmp(argv[6], "-1") == 0 ? -1 : (int)first;
@@ -360,11 +574,13 @@ static void failures(const mori_rank_ctx *ctx, const plan *p, char *msg, size_t 
       failed[point_of(p, i)] += has_key(ctx->store, key);
     }
   size_t k = strlen(msg);
-  snprintf(msg + k, msglen - k,
-           "; survivors' operations that failed naming the dead rank: %d %s, %d %s, %d %s, %d %s",
-           failed[P_BEFORE_BARRIER], point_names[P_BEFORE_BARRIER], failed[P_MID_BARRIER],
-           point_names[P_MID_BARRIER], failed[P_BEFORE_PUT], point_names[P_BEFORE_PUT],
-           failed[P_MID_RING], point_names[P_MID_RING]);
+  snprintf(msg + k, msglen - k, "; survivors' operations that failed naming the dead rank:");
+  for (int q = P_BEFORE_BARRIER; q < P__COUNT; q++) {
+    if (q == P_MID_HEAL) continue; /* every heal of those fails, by design */
+    k = strlen(msg);
+    snprintf(msg + k, msglen - k, "%s %d %s", q == P_BEFORE_BARRIER ? "" : ",", failed[q],
+             point_names[q]);
+  }
 }
 
 /* The lowest survivors' iteration times: median and max, into msg. */
@@ -395,6 +611,37 @@ static void times(const mori_rank_ctx *ctx, const plan *p, char *msg, size_t msg
   free(ms);
 }
 
+/* As the launcher tells of a death (mori/store.h): the abort of the
+ * death's group, then the mark that some rank died; each the abort of its
+ * group's rendezvous 0, so written, as the launcher writes it, by a fresh
+ * process (a second abort of a group in one process is its rendezvous
+ * 1's). */
+static void tell_death(const mori_rank_ctx *ctx, const char *words) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    char group[64];
+    snprintf(group, sizeof group, MORI_STORE_DEATH_GROUP "/%d/%d", ctx->world, ctx->rank);
+    int rc = mori_symm_rendezvous_abort(group, 0, 1, ctx->store, words);
+    snprintf(group, sizeof group, MORI_STORE_DEATH_GROUP "/%d", ctx->world);
+    if (rc == 0) rc = mori_symm_rendezvous_abort(group, 0, 1, ctx->store, words);
+    if (rc != 0) fprintf(stderr, "rank %d: the notice of a death: %s\n", ctx->rank,
+                         mori_last_error());
+    _exit(rc != 0);
+  }
+  if (pid > 0) (void)waitpid(pid, NULL, 0);
+}
+
+/* The iteration whose first replacement the rank's n-th death (from 1)
+ * was, inside the heal; -1 if it was another. */
+static int mid_heal_death(const plan *p, int rank, int n) {
+  for (int j = 0, seen = 0; j < p->iterations; j++) {
+    int d = deaths_in(p, rank, j);
+    if (seen + d >= n) return d == 2 && n == seen + 2 ? j : -1;
+    seen += d;
+  }
+  return -1;
+}
+
 /* Starts rank's first worker and reaps every worker of the rank until
  * none is left: each victim (SIGKILL, as often as the plan kills the
  * rank) and the last one, whose verdict it reads. */
@@ -405,13 +652,24 @@ static int keeper_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(len > 0, "readlink: %s", strerror(errno));
   wk.exe[len] = '\0';
   CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0, "subreaper: %s", strerror(errno));
-  CHECK(start_worker(&wk, ctx->rank, -1) > 0, "fork: %s", strerror(errno));
+  CHECK(start_worker(&wk, ctx->rank, -1, R_FIRST) > 0, "fork: %s", strerror(errno));
   int killed = 0, others = 0, last = -1, status;
-  for (pid_t pid; (pid = waitpid(-1, &status, 0)) != 0;) {
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid < 0) break; /* ECHILD: every worker of this rank is gone */
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) killed++;
-    else if (WIFEXITED(status)) last = WEXITSTATUS(status);
+  for (;;) {
+    siginfo_t info = {0};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      break; /* ECHILD: every worker of this rank is gone */
+    }
+    if (info.si_code == CLD_KILLED && info.si_status == SIGKILL) {
+      tell_death(ctx, "killed by signal 9 (Killed)");
+      /* the replacement that died in the heal: the next joins the regroup */
+      int j = mid_heal_death(p, ctx->rank, ++killed);
+      if (j >= 0) CHECK(start_worker(&wk, ctx->rank, j, R_REGROUP) > 0, "fork: %s",
+                        strerror(errno));
+    }
+    if (waitpid(info.si_pid, &status, 0) != info.si_pid) continue;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) continue;
+    if (WIFEXITED(status)) last = WEXITSTATUS(status);
     else others++;
   }
   void *v = NULL;
@@ -451,11 +709,15 @@ static void kill_loop(int world) {
                : mix((uint64_t)getpid() ^ (uint64_t)now_ms() ^ (uint64_t)world << 56);
   if (env_number("MORI_KILL_LOOP_ITERATIONS", MAX_ITERATIONS, &v)) p.iterations = (int)v;
   int at[P__COUNT] = {0};
+  char deaths[256] = "";
   for (int i = 0; i < p.iterations; i++) at[point_of(&p, i)]++;
+  for (int q = 0; q < P__COUNT; q++) {
+    size_t k = strlen(deaths);
+    snprintf(deaths + k, sizeof deaths - k, "%s%s %d", q ? ", " : "", point_names[q], at[q]);
+  }
   printf("kill loop: %d ranks, %d iterations, seed %llu (MORI_KILL_LOOP_SEED=%llu replays it); "
-         "deaths %s %d, %s %d, %s %d, %s %d, %s %d\n",
-         world, p.iterations, p.seed, p.seed, point_names[0], at[0], point_names[1], at[1],
-         point_names[2], at[2], point_names[3], at[3], point_names[4], at[4]);
+         "deaths %s\n",
+         world, p.iterations, p.seed, p.seed, deaths);
   fflush(stdout);
   mori_rank_result res[MAX_WORLD];
   memset(res, 0, sizeof res);
@@ -480,7 +742,7 @@ static void a_window_of_8_ranks_lives_through_100_deaths(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 9 && strcmp(argv[1], "--worker") == 0) return worker_main(argv + 2);
+  if (argc == 10 && strcmp(argv[1], "--worker") == 0) return worker_main(argv + 2);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_window_of_4_ranks_lives_through_100_deaths),
       cmocka_unit_test(a_window_of_8_ranks_lives_through_100_deaths),

@@ -133,6 +133,11 @@ const mori_env_var mori_env_vars[] = {
      "the rank a process is, which MORI_FI's rank= rules match; the launcher sets it; another "
      "value is said on stderr, naming it, and the process has no rank",
      "libmori_faultinject.so; set by the launcher"},
+    {"MORI_LAUNCH_LIFE", MORI_ENV_FAULT, "0, 1, ...", "0 (1 or more where MORI_SYMM_REPLACEMENT=1)",
+     "the rank's life: 0 in its first process, n in the process started after its n-th death; "
+     "MORI_FI's life=N rules fire in that life alone; the launcher sets it; another value is "
+     "said on stderr, naming it, and no life= rule fires",
+     "libmori_faultinject.so; set by the launcher"},
     {"MORI_FI_PRELOAD", MORI_ENV_FAULT, "PATH", "libmori_faultinject.so beside libmori_core.so",
      "the fault shim mori-fi preloads into the runs of a sweep",
      "mori-fi"},
@@ -194,8 +199,14 @@ const mori_env_var mori_env_vars[] = {
     {"MORI_AFL_OUT", MORI_ENV_TESTS, "DIR", "BUILD/afl/TARGET",
      "where fuzz/run-afl.sh writes its findings",
      "fuzz/run-afl.sh"},
-    {"MORI_GPU_PARTS", MORI_ENV_TESTS, "LIST", "c bench scale torch kill examples compare",
+    {"MORI_GPU_PARTS", MORI_ENV_TESTS, "LIST", "c bench scale torch kill heal examples compare",
      "the parts of tests/gpu/run.sh to run",
+     "tests/gpu/run.sh"},
+    {"MORI_HEAL_RANKS", MORI_ENV_TESTS, "LIST", "2,4,8",
+     "the world sizes tests/gpu/run.sh's heal part times mori-heal-bench at",
+     "tests/gpu/run.sh"},
+    {"MORI_HEAL_REPS", MORI_ENV_TESTS, "N", "5",
+     "mori-heal-bench's repetitions in tests/gpu/run.sh's heal part",
      "tests/gpu/run.sh"},
     {"MORI_GPU_SHIM", MORI_ENV_TESTS, "cuda|hip", "cuda",
      "the shim backend of tests/gpu/run.sh's C parts",

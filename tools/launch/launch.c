@@ -184,6 +184,9 @@ static void run_child(int rank, int world, int life, mori_rank_fn fn, void *arg,
   /* A restarted rank takes its dead predecessor's place (mori_window_heal);
    * the fault shim fires its rules in a rank's first life only. */
   if (life > 0) setenv("MORI_SYMM_REPLACEMENT", "1", 1);
+  char lives[16];
+  snprintf(lives, sizeof lives, "%d", life);
+  setenv("MORI_LAUNCH_LIFE", lives, 1); /* the fault shim's life=N */
   /* Sockets under the launch directory, which is removed whatever happens
    * to the rank (a rank that dies cannot remove its own). */
   char sockets[4096];

@@ -168,6 +168,7 @@ struct mori_window {
   int heal_gen;             /* heals run on this window (its keys' generation) */
   int heal_failed;          /* a heal failed: the window is failed for good */
   int healing;              /* 1 + the rank a heal in progress replaces; 0: none */
+  uint32_t heal_pid;        /* the process replacing it, once its request is in; 0: not yet */
 };
 
 mori_window *mori__window_find(mori_block *b, const char *group);

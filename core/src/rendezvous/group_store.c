@@ -373,6 +373,14 @@ static int check_abort_of(mori_window *w, mori_store *store, const char *what,
   char key[KEY_MAX], dead[PEER_TEXT_SHOWN + 96];
   void *why = NULL;
   size_t why_len = 0;
+  /* A heal's replacement is not in the launcher's notices (those of its
+   * rank tell of the death the heal answers); once its request named its
+   * process, that process gone is its death. */
+  if (w->healing && w->heal_pid != 0 && mori__process_gone(w->heal_pid))
+    return mori__error(MORI_EPEER,
+                       "a peer failed while this rank waited for %s: rank %d's replacement "
+                       "(pid %u) is gone",
+                       what, w->healing - 1, w->heal_pid);
   if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
   int died = find_dead(w, store, have, dead, sizeof dead);
   if (died < 0) return died;

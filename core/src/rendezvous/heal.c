@@ -213,7 +213,10 @@ static int fire(mori_window *w, mori_wevent ev) {
 static int rejoin(struct heal *h) {
   MORI_GUARD(publish(h));
   MORI_GUARD(mori__gather_requests(h->w, h->store, h->reqs, h->timeout_ms));
-  return validate(h);
+  MORI_GUARD(validate(h));
+  /* from here every wait ends once the replacement's process is gone */
+  h->w->heal_pid = h->reqs[h->dead].pid;
+  return 0;
 }
 
 static int resync(struct heal *h) {
@@ -273,6 +276,7 @@ int mori_window_heal(mori_window *w, int dead, mori_store *store) {
         mori__error_suffix(" (and the window machine did not break: %s)", w->fsm.why);
     }
     w->healing = 0;
+    w->heal_pid = 0;
     if (rc == 0) {
       w->pids[dead] = h.reqs[dead].pid;
       mori__death_notice_clear(w, store, dead);

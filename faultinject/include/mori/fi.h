@@ -131,6 +131,9 @@ typedef enum mori_fi_action {
 
 typedef struct mori_fi_rule {
   int rank;               /* -1: every rank */
+  int life;               /* -1: the first life only (a counted rule) or every life; else
+                           * the rank's life it fires in (0 the first process, n after n
+                           * restarts: MORI_LAUNCH_LIFE) */
   mori_fi_target target;
   mori_fi_action action;
   int call;               /* MORI_FI_T_CALL: the function */
