@@ -269,11 +269,42 @@ static int incarnation_get(mori_window *w, mori_store *store, int timeout_ms) {
 }
 
 int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq) {
-  int len = seq < 0 ? snprintf(out, n, "mori_symm/%s/heal/%d", group, rank)
-                    : snprintf(out, n, "mori_symm/%s/heal/%d/%lld", group, rank, seq);
+  int len = seq == -1 ? snprintf(out, n, "mori_symm/%s/heal/%d", group, rank)
+            : seq < 0 ? snprintf(out, n, "mori_symm/%s/heal/%d/%lld/abort", group, rank,
+                                 MORI__HEAL_ABORT_SEQ(seq))
+                      : snprintf(out, n, "mori_symm/%s/heal/%d/%lld", group, rank, seq);
   if (len < 0 || (size_t)len >= n)
     return mori__error(MORI_ERANGE, "heal: a store key would be longer than %zu bytes", n - 1);
   return 0;
+}
+
+void mori__heal_abort_publish(const char *group, int rank, uint64_t seq, int from,
+                              mori_store *store) {
+  char key[KEY_MAX], text[PEER_TEXT_SHOWN + 32];
+  mori__first_error cause;
+  (void)mori__first_set(&cause, MORI_OK);
+  int n = snprintf(text, sizeof text, "rank %d: %s", from, cause.message);
+  if (n >= (int)sizeof text) n = (int)sizeof text - 1;
+  if (mori__heal_offer_key(key, sizeof key, group, rank, MORI__HEAL_ABORT_KEY(seq)) == 0)
+    (void)mori__sealed_set(store, key, text, (size_t)n);
+  (void)mori__first_end(&cause, MORI_OK);
+}
+
+/* During a heal, the failed heal's word (mori__heal_abort_publish): 1 with
+ * its text, 0, or a negative MORI_E*. */
+static int heal_abort_said(const mori_window *w, mori_store *store, char *text, size_t cap) {
+  char key[KEY_MAX];
+  void *why = NULL;
+  size_t len = 0;
+  if (!w->healing) return 0;
+  MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->healing - 1,
+                                  MORI__HEAL_ABORT_KEY(w->seq)));
+  int rc = mori__sealed_get(store, key, &why, &len, 0, "a failed heal's word");
+  if (rc == MORI_ETIMEDOUT) return 0;
+  if (rc != 0) return rc;
+  mori__escape(text, cap, why, len, PEER_TEXT_SHOWN);
+  free(why);
+  return 1;
 }
 
 int mori__incarnation_adopt(const char *group, const char *id) {
@@ -375,18 +406,28 @@ static int check_abort_of(mori_window *w, mori_store *store, const char *what,
   size_t why_len = 0;
   /* A heal's replacement is not in the launcher's notices (those of its
    * rank tell of the death the heal answers); once its request named its
-   * process, that process gone is its death. */
-  if (w->healing && w->heal_pid != 0 && mori__process_gone(w->heal_pid))
-    return mori__error(MORI_EPEER,
-                       "a peer failed while this rank waited for %s: rank %d's replacement "
-                       "(pid %u) is gone",
-                       what, w->healing - 1, w->heal_pid);
+   * process, that process gone is its death, read before the aborts as
+   * the launcher's notices are (one it published before it ended names
+   * the cause). */
+  int gone = w->healing && w->heal_pid != 0 && mori__process_gone(w->heal_pid);
   if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
   int died = find_dead(w, store, have, dead, sizeof dead);
   if (died < 0) return died;
   int rc = mori__sealed_get(store, key, &why, &why_len, 0, "an abort");
   if (rc == MORI_ETIMEDOUT && died)
     return mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %s", what, dead);
+  if (rc == MORI_ETIMEDOUT) {
+    int said = heal_abort_said(w, store, dead, sizeof dead);
+    if (said < 0) return said;
+    if (said)
+      return mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %s", what,
+                         dead);
+  }
+  if (rc == MORI_ETIMEDOUT && gone)
+    return mori__error(MORI_EPEER,
+                       "a peer failed while this rank waited for %s: rank %d's replacement "
+                       "(pid %u) is gone",
+                       what, w->healing - 1, w->heal_pid);
   if (rc == MORI_ETIMEDOUT) return 0; /* no abort */
   if (rc != 0) return rc;
   char shown[PEER_TEXT_SHOWN + 64];

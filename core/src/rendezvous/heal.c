@@ -62,6 +62,8 @@ static void remove_offer(mori_window *w, mori_store *store, int dead) {
   if (store->remove == NULL) return;
   if (mori__heal_offer_key(key, sizeof key, w->group, dead, (long long)w->seq) == 0)
     (void)store->remove(store, key);
+  if (mori__heal_offer_key(key, sizeof key, w->group, dead, MORI__HEAL_ABORT_KEY(w->seq)) == 0)
+    (void)store->remove(store, key);
 }
 
 /* ---- the evidence ---- */
@@ -288,6 +290,7 @@ int mori_window_heal(mori_window *w, int dead, mori_store *store) {
       /* what the heal acquired stays in the ledger, for the teardown */
       w->heal_failed = 1;
       mori__publish_abort(w, store);
+      mori__heal_abort_publish(w->group, dead, w->seq, w->rank, store);
       mori__error_prefix("rank %d group %s window %ld: heal of rank %d failed: ", w->rank,
                          w->group, w->id, dead);
       /* never half healed: the window is failed for good */

@@ -408,6 +408,8 @@ static void abort_unopened(const char *group, uint64_t seq, int rank, int world_
   mori__error_prefix("rank %d group %s (seq %llu): rendezvous failed: ", rank, group,
                      (unsigned long long)seq);
   mori__publish_abort(&w, store);
+  /* a replacement's survivors may be healing, in keys it has not learned */
+  if (mori__replacement()) mori__heal_abort_publish(group, rank, seq, rank, store);
 }
 
 /* Outside mori__lock: the collective part, which waits on the store and
@@ -422,6 +424,7 @@ static int rendezvous_run(mori_window *w, mori_store *store) {
    * heal's keys from its first step (replacement.c), so that any abort it
    * publishes reaches them; every other one as it is. */
   int rc = mori__replacement() ? mori__heal_join(w, store, r.timeout_ms) : 0;
+  if (rc != 0) mori__heal_abort_publish(w->group, w->rank, w->seq, w->rank, store);
   if (rc == 0)
     rc = mori__drive(&w->fsm, window_steps, &r, MORI_WS_MAPPED, rendezvous_abort,
                      timed ? &t : NULL);
@@ -573,6 +576,14 @@ int mori_symm_rendezvous_abort(const char *group, int rank, int world_size, mori
   if (rc == 0)
     rc = mori__abort_rendezvous(group, seq, rank, world_size, store, why ? why : "gave up",
                                 mori_symm_timeout_ms());
+  /* a replacement's survivors may be healing, in keys it has not learned */
+  if (mori__replacement()) {
+    mori__first_error own;
+    (void)mori__first_set(&own, rc);
+    mori__error(MORI_EPEER, "%s", why ? why : "gave up");
+    mori__heal_abort_publish(group, rank, seq, rank, store);
+    rc = mori__first_end(&own, rc);
+  }
   if (rc != 0)
     mori__error_prefix("rank %d group %s (seq %llu): rendezvous abort: ", rank, group,
                        (unsigned long long)seq);

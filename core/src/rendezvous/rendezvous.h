@@ -97,6 +97,19 @@ int mori__heal_join(mori_window *w, mori_store *store, int timeout_ms);
  * group's part), where the survivors (heal.c) offer the dead rank's place
  * and the replacement (replacement.c) reads it. */
 int mori__heal_offer_key(char *out, size_t n, const char *group, int rank, long long seq);
+/* The seq argument that names .../heal/<rank>/<seq>/abort instead: where
+ * a survivor whose heal failed says so to a replacement that has not
+ * learned the heal's keys yet (a failed offer), and the replacement's
+ * waits for the offer read it. */
+#define MORI__HEAL_ABORT_KEY(seq) (-2 - (long long)(seq))
+#define MORI__HEAL_ABORT_SEQ(arg) (-2 - (arg))
+/* Writes the last error there for the heal of rank's window seq of group:
+ * a survivor whose heal failed, or a replacement that failed before it
+ * learned the heal's keys (mori__heal_join, or mori_symm_rendezvous_abort
+ * in a replacement), as "rank <from>: <error>"; best effort, the error
+ * kept. */
+void mori__heal_abort_publish(const char *group, int rank, uint64_t seq, int from,
+                              mori_store *store);
 /* group_store.c: the group's incarnation is id, agreed (a replacement's,
  * from the survivors' offer), so that no agreement runs for it. */
 int mori__incarnation_adopt(const char *group, const char *id);

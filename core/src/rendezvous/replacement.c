@@ -55,6 +55,40 @@ static int plain_id(const char *s, size_t n) {
   return 1;
 }
 
+#define OFFER_SLICE_MS 20 /* between looks at the failed heal's word */
+
+/* The sealed value at key (a part of the offer), waiting up to timeout_ms
+ * for it as mori__sealed_get does; in between, every OFFER_SLICE_MS, a
+ * look at where a survivor whose heal failed before this process could
+ * learn its keys says so (MORI__HEAL_ABORT_KEY): MORI_EPEER with its
+ * words then, rather than a wait to the timeout. */
+static int offer_get(const mori_window *w, mori_store *store, const char *key, void **v,
+                     size_t *len, int timeout_ms) {
+  char abort_key[KEY_MAX];
+  double t0 = 0, now = 0;
+  MORI_GUARD(mori__heal_offer_key(abort_key, sizeof abort_key, w->group, w->rank,
+                                  MORI__HEAL_ABORT_KEY(w->seq)));
+  MORI_GUARD(mori__clock_us(&t0, "heal: the survivors' offer"));
+  for (;;) {
+    void *why = NULL;
+    size_t why_len = 0;
+    int rc = mori__sealed_get(store, abort_key, &why, &why_len, 0, "a failed heal's word");
+    if (rc == 0) {
+      char shown[512];
+      mori__escape(shown, sizeof shown, why, why_len, 400);
+      free(why);
+      return mori__error(MORI_EPEER, "heal: the survivors' heal of rank %d failed: %s", w->rank,
+                         shown);
+    }
+    if (rc != MORI_ETIMEDOUT) return rc;
+    MORI_GUARD(mori__clock_us(&now, "heal: the survivors' offer"));
+    double left = timeout_ms - (now - t0) / 1e3;
+    int slice = left < OFFER_SLICE_MS ? (int)(left > 0 ? left : 0) : OFFER_SLICE_MS;
+    rc = mori__sealed_get(store, key, v, len, slice, "the survivors' offer");
+    if (rc != MORI_ETIMEDOUT || left <= OFFER_SLICE_MS) return rc;
+  }
+}
+
 /* "<incarnation> <next seq>", sealed, at mori_symm/<group>/heal/<rank>. */
 static int read_group_offer(const mori_window *w, mori_store *store, int timeout_ms,
                             struct heal_group *g) {
@@ -62,7 +96,7 @@ static int read_group_offer(const mori_window *w, mori_store *store, int timeout
   void *v = NULL;
   size_t len = 0;
   MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->rank, -1));
-  int rc = mori__sealed_get(store, key, &v, &len, timeout_ms, "the survivors' offer");
+  int rc = offer_get(w, store, key, &v, &len, timeout_ms);
   if (rc == MORI_ETIMEDOUT)
     return mori__error(MORI_ETIMEDOUT,
                        "heal: no survivor of group %s offered rank %d's place within %d ms "
@@ -87,7 +121,7 @@ static int read_window_offer(mori_window *w, mori_store *store, int timeout_ms) 
   void *v = NULL;
   size_t len = 0;
   MORI_GUARD(mori__heal_offer_key(key, sizeof key, w->group, w->rank, (long long)w->seq));
-  int rc = mori__sealed_get(store, key, &v, &len, timeout_ms, "the survivors' offer");
+  int rc = offer_get(w, store, key, &v, &len, timeout_ms);
   if (rc == MORI_ETIMEDOUT)
     return mori__error(MORI_ETIMEDOUT,
                        "heal: the survivors of group %s did not offer window %llu to rank %d "
