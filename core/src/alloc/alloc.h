@@ -2,7 +2,8 @@
  * alloc.h - allocation and lifetime: the block table and its allocations
  * (block.c), the lifetimes of windows and blocks (life.c), the ledger's
  * release table and unwind (ledger.c), the machine driver (driver.c), a
- * block's teardown (teardown.c) and the public copies (copy.c).  A block is
+ * block's teardown (teardown.c), the public copies (copy.c) and the arena
+ * of the windows' device tables (arena.c).  A block is
  * one local VMM allocation driven by a BLOCK machine; a window is one
  * (block, group) rendezvous driven by a WINDOW machine, whose structure is
  * here because its life is: the rendezvous (rendezvous/) fills it, the
@@ -70,6 +71,19 @@ int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, i
 int mori__ledger_drop(mori_fsm *m, mori_res kind, uintptr_t value);
 /* The value of the entry of kind for rank aux. */
 int mori__ledger_find(const mori_fsm *m, mori_res kind, int aux, uintptr_t *value);
+
+/* ---- the arena (arena.c): the windows' device tables ---- */
+
+/* n bytes of device memory on device (the current one), from a chunk the
+ * arena keeps: 0, or an error naming the hipMalloc that made the chunk.
+ * Not zeroed. */
+int mori__arena_take(int device, size_t n, void **p);
+/* p back to the arena; the chunk goes back to the runtime with its last
+ * slot: hipSuccess, or hipFree's error for that chunk, after which giving
+ * p back again tries hipFree again (the ledger's retry);
+ * hipErrorInvalidValue for a p the arena did not hand out. */
+hipError_t mori__arena_give(void *p);
+
 /* ---- blocks (block.c) ---- */
 
 typedef struct mori_block {

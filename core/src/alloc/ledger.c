@@ -36,8 +36,10 @@ static int close_fd(const mori_ledger_entry *e) {
 }
 
 
+/* The window's device tables, a slot of the arena (arena.c); the chunk's
+ * hipFree, when it was the last slot, is what can fail. */
 static int free_device(const mori_ledger_entry *e) {
-  MORI_HIP("hipFree", mori_hipFree((void *)e->value));
+  MORI_HIP("hipFree", mori__arena_give((void *)e->value));
   return 0;
 }
 

@@ -281,7 +281,8 @@ static int step_grant(void *p) {
  * (buffer_ptrs[rank] + offset == data_ptr()); peers point into the span.
  * The own slot in the span stays mapped for flat-form kernels.  The two
  * host tables are one array (buffer pointers, then pad pointers), and so
- * are the device tables: one allocation, filled by one copy on the
+ * are the device tables: one slot of the arena (alloc/arena.c, no runtime
+ * call while a chunk of the device has room), filled by one copy on the
  * device's service stream and synchronized there, so that the rendezvous
  * never waits for unrelated work queued on the legacy default stream.
  * That synchronize also completes the zeroing of the block's signal pads,
@@ -301,7 +302,7 @@ static int step_build_tables(void *p) {
   void *dev = NULL;
   hipStream_t svc = NULL;
   MORI_GUARD(mori__service_stream(b->device, &svc));
-  MORI_HIP("hipMalloc", mori_hipMalloc(&dev, n));
+  MORI_GUARD(mori__arena_take(b->device, n, &dev));
   MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_DEVICE_TABLE, (uintptr_t)dev, n, 0));
   MORI_HIP("hipMemcpyAsync", mori_hipMemcpyAsync(dev, w->buffer_ptrs, n, hipMemcpyHostToDevice, svc));
   MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));

@@ -74,7 +74,7 @@ extern "C" {
   X(SLOT_MAPPING, 10, RANK, IN_ORDER, "slot mapping", "slot mappings",                            \
     "hipMemMap of one rank's slot of the span")                                                   \
   X(DEVICE_TABLE, 11, NONE, IN_ORDER, "device table", "device tables",                            \
-    "the device pointer tables, one hipMalloc")                                                   \
+    "the device pointer tables, one slot of the device's arena of hipMalloc chunks")              \
   X(ZERO_EVENT, 3, NONE, IN_ORDER, "zero event", "zero events",                                   \
     "the event after its zeroing on the caller's stream (value: the block), until its "           \
     "first rendezvous waits for it")                                                              \
