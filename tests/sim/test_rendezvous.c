@@ -455,6 +455,54 @@ static int two_groups_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void two_groups_on_one_block(void **s) { (void)s; run_expect(4, two_groups_rank, NULL, -1); }
 
+static long device_allocs(void) {
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
+  return c.device_allocs;
+}
+
+/* The windows' device tables come from the device's arena (alloc/arena.c):
+ * a second window's rendezvous makes no hipMalloc while the first holds a
+ * chunk, the free of either leaves the other's tables working, and the
+ * chunk goes with the last window, so nothing is left after the last free. */
+static int shared_tables_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0;
+  void *a = NULL, *b = NULL;
+  mori_window *wa = NULL, *wb = NULL;
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &a, "first", &wa)) return 1;
+  CHECK(device_allocs() == 1, "one window: %ld device allocations", device_allocs());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &b) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(b, "second", ctx->rank, ctx->world, ctx->store, &wb, NULL) == 0,
+        "rendezvous second: %s", mori_last_error());
+  CHECK(device_allocs() == 1, "the second window's tables made a device allocation of their own "
+        "(%ld)", device_allocs());
+  CHECK(mori_window_buffer_ptrs_dev(wa) != mori_window_buffer_ptrs_dev(wb),
+        "two windows share one device table");
+  CHECK(mori_window_barrier(wb, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_symm_free(a) == 0, "free: %s", mori_last_error());
+  CHECK(device_allocs() == 1, "the chunk went while a window still uses it (%ld)",
+        device_allocs());
+  void *tables[2 * 8];
+  CHECK(ctx->world <= 8, "world %d", ctx->world);
+  CHECK(mori_hipMemcpy(tables, mori_window_buffer_ptrs_dev(wb), 2 * (size_t)ctx->world * sizeof(void *),
+                       hipMemcpyDeviceToHost) == hipSuccess, "read the device tables: %s",
+        mori_shim_message());
+  for (int r = 0; r < ctx->world; r++)
+    CHECK(tables[r] == mori_window_buffer_ptrs(wb)[r] &&
+              tables[ctx->world + r] == mori_window_signal_pad_ptrs(wb)[r],
+          "the second window's device tables changed with the first's free (rank %d)", r);
+  if (check_peer_access(ctx, wb, msg, msglen)) return 1;
+  CHECK(mori_symm_free(b) == 0, "free: %s", mori_last_error());
+  CHECK(mori_shim_registry_total() == 0, "the last free left %ld live resources",
+        mori_shim_registry_total());
+  return ranks_finish(fds0, msg, msglen, "shared tables");
+}
+
+static void windows_share_the_device_tables_chunk_until_the_last_goes(void **s) {
+  (void)s;
+  run_expect(2, shared_tables_rank, NULL, -1);
+}
+
 static long exported_fds(void) {
   mori_shim_registry_counts c;
   mori_shim_registry(&c);
@@ -846,6 +894,7 @@ int main(void) {
       cmocka_unit_test(signal_pad_size_zero_turns_signals_off),
       cmocka_unit_test(free_with_a_live_reference_defers_teardown_to_the_last_release),
       cmocka_unit_test(release_without_free_keeps_the_window),
+      cmocka_unit_test(windows_share_the_device_tables_chunk_until_the_last_goes),
       cmocka_unit_test(release_all_with_references_outstanding_leaves_nothing),
   };
   setenv("MORI_SIM_DEVICES", "16", 0);
