@@ -169,7 +169,7 @@ static const mori__fsm_row *find_row(mori_fsm_kind kind, int s, mori_wevent ev) 
  * (which machine kinds own this kind?), mori_fsm_forward scanned every
  * row for each row it looked at (is its target terminal?), and each drive
  * walked every state's path from INIT (how large can the ledger grow?):
- * more than half of an allocation's host time.  One pass over the rows
+ * about half of an allocation's time on the sim.  One pass over the rows
  * answers them all, once per process (pthread_once; a few microseconds),
  * and the calls below look the answers up. */
 
