@@ -1505,7 +1505,7 @@ static void invariant_lines_are_rendered_from_the_steps(void **state) {
       {MORI_WS_HEALED, "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
                        "world_size-1 imported handles, 1 span reservation, world_size slot "
                        "mappings, 1 device table, 0..1 signal state"},
-      {MORI_WS_BROKEN, "window: 1 block reference, 0..1 channel, 1 signal slot, "
+      {MORI_WS_BROKEN, "window: 1 block reference, 0..1 channel, 0..1 signal slot, "
                        "0..world_size-1 received fds, world_size-2..world_size-1 imported "
                        "handles, 1 span reservation, world_size-1..world_size slot mappings, 1 "
                        "device table, 0..1 signal state"},

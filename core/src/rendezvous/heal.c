@@ -205,6 +205,18 @@ static int map_slot(struct heal *h) {
   return 0;
 }
 
+/* A broken window keeps what it maps for its teardown, but not its signal
+ * slot: every signal call on it fails, and the block's next window (its
+ * survivors rendezvous the block again) needs one of the block's 8, which
+ * it zeroes first.  A graph captured on the broken window must not be
+ * replayed (docs/recovery.md). */
+static void give_back_signal_slot(mori_window *w) {
+  uintptr_t v = 0;
+  if (w->signal_slot >= 0 &&
+      mori__ledger_find(&w->fsm, MORI_RES_SIGNAL_SLOT, w->signal_slot, &v) == 0)
+    (void)mori__ledger_drop(&w->fsm, MORI_RES_SIGNAL_SLOT, v);
+}
+
 /* The event that ends a step of the heal (fsm.h, MORI_HEAL_STEPS): the
  * machine checks the ledger against the state it enters. */
 static int fire(mori_window *w, mori_wevent ev) {
@@ -295,6 +307,7 @@ int mori_window_heal(mori_window *w, int dead, mori_store *store) {
                          w->group, w->id, dead);
       /* never half healed: the window is failed for good */
       mori__signal_fail(w, MORI_ESTATE, mori_last_error());
+      give_back_signal_slot(w);
     }
   }
   free(h.reqs);

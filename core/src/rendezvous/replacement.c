@@ -23,6 +23,7 @@ static int replacement_set = -1; /* mori_symm_set_replacement; -1: the environme
 
 void mori_symm_set_replacement(int on) {
   __atomic_store_n(&replacement_set, on ? 1 : 0, __ATOMIC_RELEASE);
+  if (on) mori__seal_warm(); /* its heal's first read is sealed */
 }
 
 int mori__replacement(void) {

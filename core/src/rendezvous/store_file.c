@@ -401,5 +401,6 @@ int mori_file_store_open(const char *dir, mori_store **out) {
   watch_open(fs);
   fs->base = (mori_store){fs_set, fs_get, fs_add, fs_destroy, fs_wait_change, NULL, fs_remove};
   *out = &fs->base;
+  mori__seal_warm(); /* its entries will be sealed: libcrypto's start, now */
   return 0;
 }

@@ -214,9 +214,10 @@ extern "C" {
 #define MORI_HEAL_BROKEN(X)                                                                       \
   X(BROKEN,                                                                                       \
     (BETWEEN(IMPORTED_HANDLE, PEERS_LESS_1, PEERS), BETWEEN(SLOT_MAPPING, PEERS, RANKS),           \
-     BETWEEN(RECEIVED_FD, 0, PEERS), BETWEEN(CHANNEL, 0, 1)),                                     \
+     BETWEEN(RECEIVED_FD, 0, PEERS), BETWEEN(CHANNEL, 0, 1), BETWEEN(SIGNAL_SLOT, 0, 1)),          \
     "a heal failed: the window is failed for good (every later signal call and heal fails), "     \
-    "never half healed; its ledger is whatever the heal left, for its teardown")
+    "never half healed; its ledger is whatever the heal left, for its teardown, less its "        \
+    "signal slot, given back for the block's next window")
 
 /* ---- what the lists make ---- */
 
