@@ -116,16 +116,38 @@ static int replacement_main(const char *dir, const char *incarnation) {
   return rc;
 }
 
-static void start_replacement(const mori_rank_ctx *ctx) {
+/* A replacement that cannot get its buffer: it says so through the
+ * public abort, before its rendezvous could learn the heal's keys. */
+static int gives_up_main(const char *dir, const char *incarnation) {
+  mori_store *store = NULL;
+  setenv("MORI_SYMM_REPLACEMENT", "1", 1);
+  if (mori_file_store_open(dir, &store) != 0) return 2;
+  store->incarnation = incarnation;
+  int rc = mori_symm_rendezvous_abort("job", DEAD, WORLD, store, "no memory for its buffer");
+  store->destroy(store);
+  return rc != 0;
+}
+
+static void start_replacement(const mori_rank_ctx *ctx, const char *how) {
   pid_t pid = fork();
   if (pid == 0) {
     /* a grandchild: the replacement outlives the rank that started it */
     if (fork() != 0) _exit(0);
-    execl("/proc/self/exe", "test_heal", "--replacement", ctx->store_dir, ctx->incarnation,
-          (char *)NULL);
+    execl("/proc/self/exe", "test_heal", how, ctx->store_dir, ctx->incarnation, (char *)NULL);
     _exit(127);
   }
   if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+/* A survivor's heal, asked again while the dead rank's process is there. */
+static int heal_when_gone(const mori_rank_ctx *ctx, mori_window *w) {
+  int rc = MORI_ESTATE;
+  for (int i = 0; i < 1000 && rc == MORI_ESTATE; i++) {
+    rc = mori_window_heal(w, DEAD, ctx->store);
+    if (rc == MORI_ESTATE && strstr(mori_last_error(), "is alive") != NULL) sleep_ms(10);
+    else break;
+  }
+  return rc;
 }
 
 static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
@@ -146,7 +168,7 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   CHECK(mori_window_barrier(w, 0, s, 10000) == 0, "barrier: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
   if (ctx->rank == DEAD) {
-    start_replacement(ctx);
+    start_replacement(ctx, "--replacement");
     raise(SIGKILL);
   }
 
@@ -157,12 +179,7 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
         "heal of live rank %d: %s", live, mori_last_error());
 
   /* The survivors heal once the dead rank's process is gone. */
-  int rc = MORI_ESTATE;
-  for (int i = 0; i < 1000 && rc == MORI_ESTATE; i++) {
-    rc = mori_window_heal(w, DEAD, ctx->store);
-    if (rc == MORI_ESTATE && strstr(mori_last_error(), "is alive") != NULL) sleep_ms(10);
-    else break;
-  }
+  int rc = heal_when_gone(ctx, w);
   CHECK(rc == 0, "heal: %s", mori_last_error());
   CHECK(memcmp(ptrs, mori_window_buffer_ptrs(w), sizeof ptrs) == 0 &&
             memcmp(pads, mori_window_signal_pad_ptrs(w), sizeof pads) == 0 &&
@@ -200,11 +217,52 @@ static void a_replacement_rejoins_and_the_survivors_keep_everything(void **state
   }
 }
 
+/* The replacement gives up before it could learn the heal's keys: each
+ * survivor's heal ends on its words (MORI_EPEER), not at the timeout
+ * (MORI_ETIMEDOUT, waiting for its request), and leaves the window broken;
+ * everything is given back. */
+static int given_up_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  mori_symm_set_timeout_ms(10000);
+  if (open_window(ctx, "job", &base, &w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(w, 0, NULL, 10000) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  if (ctx->rank == DEAD) {
+    start_replacement(ctx, "--gives-up");
+    raise(SIGKILL);
+  }
+  int rc = heal_when_gone(ctx, w);
+  CHECK(rc == MORI_EPEER && strstr(mori_last_error(), "rank 2: no memory for its buffer"),
+        "heal with a replacement that gave up: %s", mori_last_error());
+  CHECK(mori_window_barrier(w, 0, NULL, 10000) == MORI_ESTATE, "the broken window signals");
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "given up");
+}
+
+static void a_replacement_that_gives_up_ends_the_heal_on_its_words(void **state) {
+  (void)state;
+  mori_rank_result res[WORLD];
+  memset(res, 0, sizeof res);
+  (void)mori_launch(WORLD, given_up_rank, NULL, 120000, res);
+  for (int r = 0; r < WORLD; r++) {
+    int ok = r == DEAD ? res[r].signal == SIGKILL : (res[r].exit_code == 0 && !res[r].signal);
+    if (!ok || res[r].hung)
+      print_error("rank %d: exit %d signal %d hung %d: %s\n", r, res[r].exit_code, res[r].signal,
+                  res[r].hung, res[r].msg);
+    assert_false(res[r].hung);
+    assert_true(ok);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--replacement") == 0)
     return replacement_main(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "--gives-up") == 0) return gives_up_main(argv[2], argv[3]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_replacement_rejoins_and_the_survivors_keep_everything),
+      cmocka_unit_test(a_replacement_that_gives_up_ends_the_heal_on_its_words),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,8 +62,6 @@ static void remove_offer(mori_window *w, mori_store *store, int dead) {
   if (store->remove == NULL) return;
   if (mori__heal_offer_key(key, sizeof key, w->group, dead, (long long)w->seq) == 0)
     (void)store->remove(store, key);
-  if (mori__heal_offer_key(key, sizeof key, w->group, dead, MORI__HEAL_ABORT_KEY(w->seq)) == 0)
-    (void)store->remove(store, key);
 }
 
 /* ---- the evidence ---- */
