@@ -252,34 +252,31 @@ static int body(cursor *c, mori_fi_rule *r) {
                        got);
 }
 
+/* A rule's prefix NAME=N and its space (rank=, life=): 1 with *out set if
+ * it is there, 0 if not, -1 (the error said) if it is malformed. */
+static int prefix(cursor *c, const char *name, uint64_t max, const char *what, int *out) {
+  uint64_t v;
+  if (!take(c, name)) return 0;
+  if (number(c, max, &v, what) != 0) return -1;
+  *out = (int)v;
+  if (c->p >= c->end || !is_space(*c->p)) {
+    char got[64];
+    shown(c, got, sizeof got);
+    return mori_fi__fail(c, c->p, "expected a space after %s%d, got %s", name, *out, got);
+  }
+  skip_space(c);
+  return 1;
+}
+
 static int rule(cursor *c, mori_fi_rule *r) {
   const char *start = c->p;
   memset(r, 0, sizeof *r);
   r->rank = -1;
   r->life = -1;
   r->column = (size_t)(start - c->line_start) + 1;
-  if (take(c, "rank=")) {
-    uint64_t v;
-    if (number(c, RANK_MAX, &v, "a rank") != 0) return -1;
-    r->rank = (int)v;
-    if (c->p >= c->end || !is_space(*c->p)) {
-      char got[64];
-      shown(c, got, sizeof got);
-      return mori_fi__fail(c, c->p, "expected a space after rank=%d, got %s", r->rank, got);
-    }
-    skip_space(c);
-  }
-  if (take(c, "life=")) {
-    uint64_t v;
-    if (number(c, LIFE_MAX, &v, "a life") != 0) return -1;
-    r->life = (int)v;
-    if (c->p >= c->end || !is_space(*c->p)) {
-      char got[64];
-      shown(c, got, sizeof got);
-      return mori_fi__fail(c, c->p, "expected a space after life=%d, got %s", r->life, got);
-    }
-    skip_space(c);
-  }
+  if (prefix(c, "rank=", RANK_MAX, "a rank", &r->rank) < 0 ||
+      prefix(c, "life=", LIFE_MAX, "a life", &r->life) < 0)
+    return -1;
   if (body(c, r) != 0) return -1;
   size_t n = (size_t)(c->p - start);
   if (n >= sizeof r->text) n = sizeof r->text - 1;

@@ -202,11 +202,11 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return ranks_finish(fds0, msg, msglen, "heal");
 }
 
-static void a_replacement_rejoins_and_the_survivors_keep_everything(void **state) {
-  (void)state;
+/* Launches the world on fn: every rank but DEAD ends well, DEAD by SIGKILL. */
+static void launch(mori_rank_fn fn) {
   mori_rank_result res[WORLD];
   memset(res, 0, sizeof res);
-  (void)mori_launch(WORLD, heal_rank, NULL, 120000, res);
+  (void)mori_launch(WORLD, fn, NULL, 120000, res);
   for (int r = 0; r < WORLD; r++) {
     int ok = r == DEAD ? res[r].signal == SIGKILL : (res[r].exit_code == 0 && !res[r].signal);
     if (!ok || res[r].hung)
@@ -215,6 +215,11 @@ static void a_replacement_rejoins_and_the_survivors_keep_everything(void **state
     assert_false(res[r].hung);
     assert_true(ok);
   }
+}
+
+static void a_replacement_rejoins_and_the_survivors_keep_everything(void **state) {
+  (void)state;
+  launch(heal_rank);
 }
 
 /* The replacement gives up before it could learn the heal's keys: each
@@ -243,17 +248,7 @@ static int given_up_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 static void a_replacement_that_gives_up_ends_the_heal_on_its_words(void **state) {
   (void)state;
-  mori_rank_result res[WORLD];
-  memset(res, 0, sizeof res);
-  (void)mori_launch(WORLD, given_up_rank, NULL, 120000, res);
-  for (int r = 0; r < WORLD; r++) {
-    int ok = r == DEAD ? res[r].signal == SIGKILL : (res[r].exit_code == 0 && !res[r].signal);
-    if (!ok || res[r].hung)
-      print_error("rank %d: exit %d signal %d hung %d: %s\n", r, res[r].exit_code, res[r].signal,
-                  res[r].hung, res[r].msg);
-    assert_false(res[r].hung);
-    assert_true(ok);
-  }
+  launch(given_up_rank);
 }
 
 int main(int argc, char **argv) {
