@@ -202,6 +202,96 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return ranks_finish(fds0, msg, msglen, "heal");
 }
 
+/* ---- a leader whose offer fails ---- */
+
+/* The store as it is, but its set of one key fails: the leader's group
+ * offer, so that its heal fails before the replacement knows any key of
+ * the heal but where a failed heal's word goes. */
+typedef struct failing_store {
+  mori_store base;
+  mori_store *inner;
+  const char *bad_key;
+} failing_store;
+
+static int fs_set(mori_store *s, const char *key, const void *value, size_t len) {
+  failing_store *f = (failing_store *)s;
+  if (strcmp(key, f->bad_key) == 0) return MORI_EIO;
+  return f->inner->set(f->inner, key, value, len);
+}
+static int fs_get(mori_store *s, const char *key, void **value, size_t *len, int timeout_ms) {
+  failing_store *f = (failing_store *)s;
+  return f->inner->get(f->inner, key, value, len, timeout_ms);
+}
+static int fs_add(mori_store *s, const char *key, int64_t delta, int64_t *result) {
+  failing_store *f = (failing_store *)s;
+  return f->inner->add(f->inner, key, delta, result);
+}
+static int fs_remove(mori_store *s, const char *key) {
+  failing_store *f = (failing_store *)s;
+  return f->inner->remove(f->inner, key);
+}
+static void fs_destroy(mori_store *s) { (void)s; }
+
+/* The replacement of a heal whose offer failed: its rendezvous ends on the
+ * leader's word, MORI_EPEER, well before its timeout. */
+static int refused_main(const char *dir, const char *incarnation) {
+  char msg[1024] = "ok ";
+  mori_store *store = NULL;
+  void *base = NULL;
+  mori_window *w = NULL;
+  setenv("MORI_SYMM_REPLACEMENT", "1", 1);
+  if (mori_file_store_open(dir, &store) != 0) return 2;
+  store->incarnation = incarnation;
+  mori_symm_set_timeout_ms(10000);
+  int rc = mori_shim_select("sim") == 0 ? mori_symm_alloc(MiB, DEAD, &base) : -1;
+  if (rc == 0) rc = mori_symm_rendezvous(base, "job", DEAD, WORLD, store, &w, NULL);
+  if (rc != MORI_EPEER || !strstr(mori_last_error(), "heal of rank 2 failed: rank 0: "))
+    snprintf(msg, sizeof msg, "the replacement's rendezvous: %d: %.900s", rc, mori_last_error());
+  if (base) (void)mori_symm_free(base);
+  (void)store->set(store, "test_heal/replacement", msg, strlen(msg) + 1);
+  store->destroy(store);
+  return 0;
+}
+
+static int failed_offer_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds();
+  void *base = NULL;
+  mori_window *w = NULL;
+  mori_symm_set_timeout_ms(10000);
+  if (open_window(ctx, "job", &base, &w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(w, 0, NULL, 10000) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  if (ctx->rank == DEAD) {
+    start_replacement(ctx, "--refused");
+    raise(SIGKILL);
+  }
+  char bad[128];
+  snprintf(bad, sizeof bad, "mori_symm/job/heal/%d", DEAD);
+  failing_store f = {{fs_set, fs_get, fs_add, fs_destroy, NULL, ctx->store->incarnation,
+                      fs_remove},
+                     ctx->store, bad};
+  int rc = MORI_ESTATE;
+  for (int i = 0; i < 1000 && rc == MORI_ESTATE; i++) {
+    rc = mori_window_heal(w, DEAD, ctx->rank == 0 ? &f.base : ctx->store);
+    if (rc == MORI_ESTATE && strstr(mori_last_error(), "is alive") != NULL) sleep_ms(10);
+    else break;
+  }
+  CHECK(rc == (ctx->rank == 0 ? MORI_EIO : MORI_EPEER), "heal with a failed offer: %d: %s", rc,
+        mori_last_error());
+  if (ctx->rank == 0) {
+    void *v = NULL;
+    size_t len = 0;
+    CHECK(ctx->store->get(ctx->store, "test_heal/replacement", &v, &len, 60000) == 0,
+          "the replacement said nothing: %s", mori_last_error());
+    int ok = len > 3 && memcmp(v, "ok ", 3) == 0;
+    snprintf(msg, msglen, "replacement: %.900s", (char *)v);
+    free(v);
+    if (!ok) return 1;
+  }
+  CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+  return ranks_finish(fds0, msg, msglen, "failed offer");
+}
+
 /* Launches the world on fn: every rank but DEAD ends well, DEAD by SIGKILL. */
 static void launch(mori_rank_fn fn) {
   mori_rank_result res[WORLD];
@@ -251,13 +341,23 @@ static void a_replacement_that_gives_up_ends_the_heal_on_its_words(void **state)
   launch(given_up_rank);
 }
 
+/* The leader's offer fails: the survivors' heals fail on its abort, and
+ * the replacement, which knows no key of the heal yet, ends on its word
+ * (the failed heal's word where it looks), not at its timeout. */
+static void a_failed_offer_ends_the_replacement_on_its_words(void **state) {
+  (void)state;
+  launch(failed_offer_rank);
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--replacement") == 0)
     return replacement_main(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "--gives-up") == 0) return gives_up_main(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "--refused") == 0) return refused_main(argv[2], argv[3]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_replacement_rejoins_and_the_survivors_keep_everything),
       cmocka_unit_test(a_replacement_that_gives_up_ends_the_heal_on_its_words),
+      cmocka_unit_test(a_failed_offer_ends_the_replacement_on_its_words),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
