@@ -2,7 +2,8 @@
  * test_arena.c - the arena of the windows' device tables
  * (core/src/alloc/arena.c) on the sim, called directly: a full chunk is
  * passed over for a new one, so that no two takes overlap whatever the
- * count; runs of several slots fit where they fit; a take larger than a
+ * count; runs of several slots fit where they fit; a slot given back is
+ * taken again; a take larger than a
  * chunk is an allocation of its own; a pointer the arena did not hand out
  * is refused.  Most of this no public call reaches in a test
  * (a chunk holds 256 windows' tables, a block at most 8 windows).
@@ -71,6 +72,20 @@ static void a_take_larger_than_a_chunk_is_its_own(void **s) {
   for (int i = 0; i < 2; i++) assert_int_equal(mori__arena_give((void *)t[i].at), hipSuccess);
 }
 
+/* A slot given back is free again: the next take of its size gets it
+ * (the first free run of a chunk), not a slot past every one ever taken. */
+static void a_slot_given_back_is_taken_again(void **s) {
+  (void)s;
+  void *a = NULL, *b = NULL, *c = NULL;
+  assert_int_equal(mori__arena_take(0, 200, &a), 0);
+  assert_int_equal(mori__arena_take(0, 200, &b), 0);
+  assert_int_equal(mori__arena_give(a), hipSuccess);
+  assert_int_equal(mori__arena_take(0, 200, &c), 0);
+  if (c != a) fail_msg("the freed slot %p was not taken again (got %p)", a, c);
+  assert_int_equal(mori__arena_give(b), hipSuccess);
+  assert_int_equal(mori__arena_give(c), hipSuccess);
+}
+
 /* A pointer the arena did not hand out is refused, and changes nothing. */
 static void a_foreign_pointer_is_refused(void **s) {
   (void)s;
@@ -89,6 +104,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(full_chunks_are_passed_over),
       cmocka_unit_test(a_take_larger_than_a_chunk_is_its_own),
+      cmocka_unit_test(a_slot_given_back_is_taken_again),
       cmocka_unit_test(a_foreign_pointer_is_refused),
   };
   return mori_run_tests(argc, argv, tests);
