@@ -412,10 +412,15 @@ static int check_abort_of(mori_window *w, mori_store *store, const char *what,
    * the cause). */
   int gone = w->healing && w->heal_pid != 0 && mori__process_gone(w->heal_pid);
   if (mori__store_key(key, sizeof key, w, "abort", 0) != 0) return 0;
+  /* A notice this rank cannot take (another job's seal, or a secret it
+   * lacks) must not hide an abort it can: the abort, if any, is the
+   * cause; else the notice's refusal is the error. */
+  mori__first_error refused;
   int died = find_dead(w, store, have, dead, sizeof dead);
-  if (died < 0) return died;
+  if (died < 0) (void)mori__first_set(&refused, died);
   int rc = mori__sealed_get(store, key, &why, &why_len, 0, "an abort");
-  if (rc == MORI_ETIMEDOUT && died)
+  if (died < 0 && rc != 0) return mori__first_end(&refused, died);
+  if (rc == MORI_ETIMEDOUT && died > 0)
     return mori__error(MORI_EPEER, "a peer failed while this rank waited for %s: %s", what, dead);
   if (rc == MORI_ETIMEDOUT) {
     int said = heal_abort_said(w, store, dead, sizeof dead);
