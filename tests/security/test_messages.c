@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,17 +44,25 @@ static void scene_close(scene *sc) {
 
 static char planted[3200];
 
-/* Rank 1's request is out: another process plants the abort of this very
- * rendezvous, full of terminal control sequences and long. */
-static void plant_an_abort(const char *key, void *ctx) {
+/* Just before rank 1's request goes out, another process plants the
+ * abort of this very rendezvous, full of terminal control sequences and
+ * long, and the request goes out 50 ms later.  A rendezvous reads the
+ * aborts at its first wait and then every 5 ms: rank 0, waiting for the
+ * request meanwhile, reads the abort there, and rank 1 at its first wait
+ * in the exchange, where rank 0 no longer answers.  (Planted after the
+ * request, it could come after both ranks' last look, whose rendezvous
+ * then pass: an abort no peer wrote ends no wait that is over.) */
+static void plant_an_abort(const char *key, char kind, void *ctx) {
   const scene *sc = ctx;
   char abort_key[512];
-  if (!strstr(key, "/req/1")) return;
+  if (kind != 's' || !strstr(key, "/req/1")) return;
   sec_key_sibling(key, "abort", 0, abort_key, sizeof abort_key);
   mori_store *s = sec_store_client(sc->dir);
   if (s == NULL) return;
   (void)s->set(s, abort_key, planted, strlen(planted));
   s->destroy(s);
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
 }
 
 static void assert_escaped_and_bounded(int rank, const char *line) {
@@ -76,8 +85,8 @@ static void an_abort_planted_with_control_characters_arrives_escaped_and_bounded
   memset(planted + n, 'A', sizeof planted - n - 1);
   planted[sizeof planted - 1] = '\0';
   sec_plan plan = {0};
-  plan.rank[1].after_set = plant_an_abort;
-  plan.rank[1].after_set_ctx = &sc;
+  plan.rank[1].before_op = plant_an_abort;
+  plan.rank[1].before_op_ctx = &sc;
   mori_rank_result res[WORLD];
   sec_launch(sc.dir, WORLD, &plan, res);
   for (int r = 0; r < WORLD; r++) {
