@@ -140,10 +140,10 @@ static void start_replacement(const mori_rank_ctx *ctx, const char *how) {
 }
 
 /* A survivor's heal, asked again while the dead rank's process is there. */
-static int heal_when_gone(const mori_rank_ctx *ctx, mori_window *w) {
+static int heal_when_gone(mori_window *w, mori_store *store) {
   int rc = MORI_ESTATE;
   for (int i = 0; i < 1000 && rc == MORI_ESTATE; i++) {
-    rc = mori_window_heal(w, DEAD, ctx->store);
+    rc = mori_window_heal(w, DEAD, store);
     if (rc == MORI_ESTATE && strstr(mori_last_error(), "is alive") != NULL) sleep_ms(10);
     else break;
   }
@@ -179,7 +179,7 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
         "heal of live rank %d: %s", live, mori_last_error());
 
   /* The survivors heal once the dead rank's process is gone. */
-  int rc = heal_when_gone(ctx, w);
+  int rc = heal_when_gone(w, ctx->store);
   CHECK(rc == 0, "heal: %s", mori_last_error());
   CHECK(memcmp(ptrs, mori_window_buffer_ptrs(w), sizeof ptrs) == 0 &&
             memcmp(pads, mori_window_signal_pad_ptrs(w), sizeof pads) == 0 &&
@@ -200,6 +200,21 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (!ok) return 1;
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   return ranks_finish(fds0, msg, msglen, "heal");
+}
+
+/* A window of the world, a barrier passed, and rank DEAD starts its
+ * replacement (how: the replacement's part) and dies: 0 on a survivor. */
+static int open_then_lose_dead(const mori_rank_ctx *ctx, const char *how, void **base,
+                               mori_window **w, char *msg, size_t msglen) {
+  mori_symm_set_timeout_ms(10000);
+  if (open_window(ctx, "job", base, w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(*w, 0, NULL, 10000) == 0, "barrier: %s", mori_last_error());
+  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
+  if (ctx->rank == DEAD) {
+    start_replacement(ctx, how);
+    raise(SIGKILL);
+  }
+  return 0;
 }
 
 /* ---- a leader whose offer fails ---- */
@@ -257,25 +272,13 @@ static int failed_offer_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   int fds0 = mori_count_fds();
   void *base = NULL;
   mori_window *w = NULL;
-  mori_symm_set_timeout_ms(10000);
-  if (open_window(ctx, "job", &base, &w, msg, msglen)) return 1;
-  CHECK(mori_window_barrier(w, 0, NULL, 10000) == 0, "barrier: %s", mori_last_error());
-  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
-  if (ctx->rank == DEAD) {
-    start_replacement(ctx, "--refused");
-    raise(SIGKILL);
-  }
+  if (open_then_lose_dead(ctx, "--refused", &base, &w, msg, msglen)) return 1;
   char bad[128];
   snprintf(bad, sizeof bad, "mori_symm/job/heal/%d", DEAD);
   failing_store f = {{fs_set, fs_get, fs_add, fs_destroy, NULL, ctx->store->incarnation,
                       fs_remove},
                      ctx->store, bad};
-  int rc = MORI_ESTATE;
-  for (int i = 0; i < 1000 && rc == MORI_ESTATE; i++) {
-    rc = mori_window_heal(w, DEAD, ctx->rank == 0 ? &f.base : ctx->store);
-    if (rc == MORI_ESTATE && strstr(mori_last_error(), "is alive") != NULL) sleep_ms(10);
-    else break;
-  }
+  int rc = heal_when_gone(w, ctx->rank == 0 ? &f.base : ctx->store);
   CHECK(rc == (ctx->rank == 0 ? MORI_EIO : MORI_EPEER), "heal with a failed offer: %d: %s", rc,
         mori_last_error());
   if (ctx->rank == 0) {
@@ -320,15 +323,8 @@ static int given_up_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0 = mori_count_fds();
   void *base = NULL;
   mori_window *w = NULL;
-  mori_symm_set_timeout_ms(10000);
-  if (open_window(ctx, "job", &base, &w, msg, msglen)) return 1;
-  CHECK(mori_window_barrier(w, 0, NULL, 10000) == 0, "barrier: %s", mori_last_error());
-  CHECK(mori_hipStreamSynchronize(NULL) == hipSuccess, "sync");
-  if (ctx->rank == DEAD) {
-    start_replacement(ctx, "--gives-up");
-    raise(SIGKILL);
-  }
-  int rc = heal_when_gone(ctx, w);
+  if (open_then_lose_dead(ctx, "--gives-up", &base, &w, msg, msglen)) return 1;
+  int rc = heal_when_gone(w, ctx->store);
   CHECK(rc == MORI_EPEER && strstr(mori_last_error(), "rank 2: no memory for its buffer"),
         "heal with a replacement that gave up: %s", mori_last_error());
   CHECK(mori_window_barrier(w, 0, NULL, 10000) == MORI_ESTATE, "the broken window signals");
