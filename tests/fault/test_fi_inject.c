@@ -151,6 +151,46 @@ static void alloc_on_a_stream_blocks_the_host_on_nothing(void **s) {
     if (strstr(res[r].msg, " waits=0 ") == NULL) fail_msg("rank %d: %s", r, res[r].msg);
 }
 
+/* What a process's first allocation on a stream asks of the runtime
+ * besides the memory (issue 33: compare.py's "first alloc" was 1.15x
+ * torch's): one fill of the whole block on the caller's stream and no
+ * private stream of the core's; a later one no granularity query (the
+ * probe keeps the granularity of the type it chose). */
+static int first_alloc_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  void *p = NULL, *q = NULL;
+  hipStream_t stream = NULL;
+  mori_fi_counts c0, c1, c2;
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_hipSetDevice(ctx->rank) == hipSuccess ? 0 : -1;
+  if (rc == 0) rc = mori_hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess ? 0 : -1;
+  if (rc == 0) rc = mori_fi_counts_get(&c0);
+  if (rc == 0) rc = mori_symm_alloc_on_stream(MiB, ctx->rank, stream, &p);
+  if (rc == 0) rc = mori_fi_counts_get(&c1);
+  if (rc == 0) rc = mori_symm_alloc_on_stream(MiB, ctx->rank, stream, &q);
+  if (rc == 0) rc = mori_fi_counts_get(&c2);
+  if (rc == 0) rc = mori_hipStreamSynchronize(stream) == hipSuccess ? 0 : -1;
+  if (rc == 0) rc = mori_symm_free(p);
+  if (rc == 0) rc = mori_symm_free(q);
+  if (stream) (void)mori_hipStreamDestroy(stream);
+  char extra[160];
+#define DELTA(a, b, call) ((b).calls[MORI_FI_CALL_##call] - (a).calls[MORI_FI_CALL_##call])
+  snprintf(extra, sizeof extra, "streams=%ld fills=%ld granularity_later=%ld",
+           DELTA(c0, c1, hipStreamCreateWithFlags), DELTA(c0, c1, hipMemsetAsync),
+           DELTA(c1, c2, hipMemGetAllocationGranularity));
+#undef DELTA
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+static void a_first_alloc_on_a_stream_fills_once_on_it(void **s) {
+  (void)s;
+  mori_rank_result res[1];
+  fh_run("", 1, first_alloc_rank, NULL, res, -1);
+  fh_assert_clean("", res, 1, -1);
+  if (strstr(res[0].msg, " streams=0 fills=1 granularity_later=0") == NULL)
+    fail_msg("%s", res[0].msg);
+}
+
 /* ---- count= and record= ---- */
 
 static int lifecycle_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
@@ -597,6 +637,7 @@ int main(void) {
       cmocka_unit_test(rank_rule_fails_only_that_rank),
       cmocka_unit_test(get_last_error_reports_the_injected_error_once),
       cmocka_unit_test(alloc_on_a_stream_blocks_the_host_on_nothing),
+      cmocka_unit_test(a_first_alloc_on_a_stream_fills_once_on_it),
       cmocka_unit_test(count_and_record_write_one_file_per_rank),
       cmocka_unit_test(os_calls_fail_the_way_libc_does),
       cmocka_unit_test(a_release_that_fails_once_is_retried_and_reported),

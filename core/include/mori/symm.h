@@ -89,13 +89,13 @@ MORI_API int mori_symm_allow_overlapping_devices(void);
  * The memory is zero when the call returns; the zeroing runs on a private
  * stream of the device and waits for nothing else on the device. */
 MORI_API int mori_symm_alloc(size_t size, int device, void **ptr);
-/* The same, but the buffer is zeroed in stream order on `stream` (a
- * mori_stream; NULL: the default stream) and not waited for:
- * work enqueued later on that stream sees zeros; the call itself does no
- * synchronous device work.  (A stream being captured into a graph gets
- * mori_symm_alloc's zeroing instead, outside the graph.)  The signal pads are zeroed on the device's private stream.  The
- * block's first rendezvous waits for both zeroings (the buffer's: for the
- * work enqueued on `stream` up to this call) before any peer can write or
+/* The same, but the block (buffer and signal pads) is zeroed in stream
+ * order on `stream` (a mori_stream; NULL: the default stream) and not
+ * waited for: work enqueued later on that stream sees zeros; the call
+ * itself does no synchronous device work.  (A stream being captured into a
+ * graph gets mori_symm_alloc's zeroing instead, outside the graph.)  The
+ * block's first rendezvous waits for the zeroing (and so for the work
+ * enqueued on `stream` up to this call) before any peer can write or
  * signal into the block. */
 MORI_API int mori_symm_alloc_on_stream(size_t size, int device, mori_stream stream, void **ptr);
 /* Frees the block whose base is ptr.  Purely local, as torch's free: the

@@ -24,6 +24,7 @@ static size_t nblocks, cap_blocks;
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   int done, handle_type;
+  size_t granularity; /* recommended, for handle_type: every allocation's */
   char why[200];
 } probes[MORI_MAX_DEVICES];
 
@@ -82,7 +83,16 @@ static int probe_device(int device) {
   }
   (void)mori_hipGetLastError();
   if (failed != NULL) return mori__hip_error(failed, e);
+  if (type != hipMemHandleTypeFabric) {
+    prop = make_prop(device, type);
+    gran = 0;
+    MORI_HIP("hipMemGetAllocationGranularity",
+             mori_hipMemGetAllocationGranularity(&gran, &prop,
+                                                 hipMemAllocationGranularityRecommended));
+  }
+  if (gran == 0) return mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
   probes[device].handle_type = type;
+  probes[device].granularity = gran;
   snprintf(probes[device].why, sizeof probes[device].why, "%s", why);
   probes[device].done = 1;
   return 0;
@@ -90,7 +100,15 @@ static int probe_device(int device) {
 
 /* Under probe_lock: the device's handle type, probed once, in *type. */
 static int probed_type(int device, int *type) {
-  if (!probes[device].done) MORI_GUARD(probe_device(device));
+  if (!probes[device].done) {
+    double t0 = mori__log_level() >= MORI_LOG_INFO ? mori__log_clock_us() : 0;
+    MORI_GUARD(probe_device(device));
+    if (t0 > 0)
+      MORI_LOG_DEVICE(MORI_LOG_INFO, device, "probe: %s (%s); %zu-byte granularity; %.0f us",
+                      probes[device].handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
+                      probes[device].why, probes[device].granularity,
+                      mori__log_clock_us() - t0);
+  }
   *type = probes[device].handle_type;
   return 0;
 }
@@ -180,32 +198,28 @@ int mori__block_zero(const mori_block *b, void *p, size_t n, hipStream_t stream)
   return 0;
 }
 
-/* Zeroes the block without synchronous device-wide work: the buffer on
+/* Zeroes the block without synchronous device-wide work: all of it on
  * `stream` in stream order (torch's current stream: later work on it sees
- * zeros) and the signal pads on the device's private stream, neither
- * waited for: no peer reaches the block before its first rendezvous, whose
- * BUILD_TABLES waits for both (the pads with that stream's synchronize,
- * the buffer by the event recorded here) before the "mapped" barrier lets
- * any peer in, and a teardown synchronizes the device first.  With
- * stream_order 0 the caller wants the memory zero on return: all of it on
- * the private stream, waited for.  So too on a stream being captured into
- * a graph: a zeroing recorded there would run at each replay, over the
- * data, and never at the allocation. */
+ * zeros), one fill, not waited for: no peer reaches the block before its
+ * first rendezvous, whose BUILD_TABLES waits for the event recorded here
+ * before the "mapped" barrier lets any peer in, and a teardown
+ * synchronizes the device first.  With stream_order 0 the caller wants the
+ * memory zero on return: all of it on the private stream, waited for.  So
+ * too on a stream being captured into a graph: a zeroing recorded there
+ * would run at each replay, over the data, and never at the allocation. */
 static int zero_block(mori_block *b, hipStream_t stream, int stream_order) {
   hipStream_t svc = NULL;
-  size_t pads = b->alloc_size - b->signal_pad_offset;
   int captured = 0;
-  MORI_GUARD(mori__service_stream(b->device, &svc));
   if (stream_order) MORI_GUARD(mori__stream_capturing(stream, &captured));
   if (stream_order && !captured) {
-    MORI_GUARD(mori__block_zero(b, b->base, b->signal_pad_offset, stream));
-    if (pads > 0) MORI_GUARD(mori__block_zero(b, (char *)b->base + b->signal_pad_offset, pads, svc));
+    MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, stream));
     MORI_HIP("hipEventCreateWithFlags",
              mori_hipEventCreateWithFlags(&b->zeroed, hipEventDisableTiming));
     MORI_GUARD(mori__ledger_add(&b->fsm, MORI_RES_ZERO_EVENT, (uintptr_t)b, 0, 0));
     MORI_HIP("hipEventRecord", mori_hipEventRecord(b->zeroed, stream));
     return 0;
   }
+  MORI_GUARD(mori__service_stream(b->device, &svc));
   MORI_GUARD(mori__block_zero(b, b->base, b->alloc_size, svc));
   MORI_HIP("hipStreamSynchronize", mori_hipStreamSynchronize(svc));
   return 0;
@@ -297,15 +311,11 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
   MORI_HIP("hipSetDevice", mori_hipSetDevice(device));
   pthread_mutex_lock(&probe_lock);
   int probed = probed_type(device, &b->handle_type);
+  size_t gran = probes[device].granularity;
   pthread_mutex_unlock(&probe_lock);
   MORI_GUARD(probed);
 
   hipMemAllocationProp prop = make_prop(device, b->handle_type);
-  size_t gran = 0;
-  MORI_HIP("hipMemGetAllocationGranularity",
-           mori_hipMemGetAllocationGranularity(&gran, &prop,
-                                               hipMemAllocationGranularityRecommended));
-  if (gran == 0) return mori__error(MORI_EHIP, "hipMemGetAllocationGranularity returned 0");
   b->granularity = gran;
   /* The torch pad, then the private slots' areas of the same size. */
   b->alloc_size = mori__round_up(

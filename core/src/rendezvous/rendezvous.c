@@ -285,11 +285,10 @@ static int step_grant(void *p) {
  * call while a chunk of the device has room), filled by one copy on the
  * device's service stream and synchronized there, so that the rendezvous
  * never waits for unrelated work queued on the legacy default stream.
- * That synchronize also completes the zeroing of the block's signal pads,
- * which an allocation on a stream left on the service stream, and the
- * buffer's zeroing it left on the caller's stream is waited for by its
- * event: no peer signals or writes into the block before the "mapped"
- * barrier that follows, so none is overwritten by a late zeroing. */
+ * The zeroing an allocation on a stream left on the caller's stream is
+ * waited for by its event: no peer signals or writes into the block before
+ * the "mapped" barrier that follows, so none is overwritten by a late
+ * zeroing. */
 static int step_build_tables(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   const mori_block *b = w->block;
