@@ -147,15 +147,22 @@ BODY(tensor_outlives_its_handle_rank) {
   return 0;
 }
 
-// Cached: a lookup and a reference, no store call, no core rendezvous; an
-// interior pointer gets its offset and the own entry stays the block's base.
+// Cached: a lookup and a reference, no store call, no core rendezvous; the
+// block's base gets the handle the table holds (no new handle, no window
+// reference taken and let go per call, by name or by the allocation's
+// group); an interior pointer gets its offset and the own entry stays the
+// block's base.
 BODY(cached_rendezvous_is_a_lookup_rank) {
   symm::SymmetricMemoryAllocator* a = setup(ctx);
   void* p = a->alloc(MiB, ctx->rank, std::string("world"));
   Handle h = a->rendezvous(p, std::string("world"));
   long hits = mori_torch::allocator().adapter_cache_hits(), calls = store_calls.calls;
   long rendezvous = core_stats().rendezvous;
-  for (int i = 0; i < 1000; i++) (void)a->rendezvous(p, std::string("world"));
+  for (int i = 0; i < 998; i++) (void)a->rendezvous(p, std::string("world"));
+  CHECK(a->rendezvous(p, std::string("world")).get() == h.get(),
+        "a cached rendezvous of the base made a new handle");
+  CHECK(a->rendezvous(p, std::nullopt).get() == h.get(),
+        "a cached rendezvous in the allocation's group made a new handle");
   Handle inner = a->rendezvous(static_cast<char*>(p) + 4096, std::string("world"));
   CHECK(mori_torch::allocator().adapter_cache_hits() - hits == 1001, "cache hits");
   CHECK(store_calls.calls == calls && core_stats().rendezvous == rendezvous,

@@ -192,6 +192,7 @@ void* MoriAllocator::alloc(size_t size, int device_idx,
 // entry goes under the mutex; the core's free (which tears down at once, or
 // when the last handle lets go) runs outside it.
 void MoriAllocator::free(void* ptr) {
+  std::vector<c10::intrusive_ptr<MoriSymmetricMemory>> held;  // the table's handles
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = blocks_.find(ptr);
@@ -201,12 +202,16 @@ void MoriAllocator::free(void* ptr) {
         std::fprintf(stderr, "[mori-symm] free(%p): not a block this allocator returned\n", ptr);
       return;
     }
-    for (const Window& e : it->second.windows) {  // no longer the group's to heal
+    for (Window& e : it->second.windows) {  // no longer the group's to heal
       auto& made = made_[e.group];
       made.erase(std::remove(made.begin(), made.end(), e.core), made.end());
+      held.push_back(std::move(e.whole));
     }
     blocks_.erase(it);
   }
+  // Let go before the free, outside the mutex: the free then tears the
+  // block down at once unless the caller's own handles still hold it.
+  held.clear();
   if (mori_symm_free(ptr) != 0) std::fprintf(stderr, "[mori-symm] %s\n", mori_last_error());
 }
 
@@ -234,7 +239,7 @@ MoriAllocator::Block* MoriAllocator::covering(void* ptr, void** base) {
 
 c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous(
     void* ptr, const std::optional<std::string>& group_name) {
-  std::string group;
+  std::string group;  // copied only for a new rendezvous, which runs unlocked
   void* base = nullptr;
   int device = 0;
   {
@@ -251,20 +256,24 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous(
     }
     // An empty name means "the group given at allocation", as in torch's
     // backend.
+    const std::string* name = nullptr;
     if (group_name.has_value() && !group_name->empty()) {
-      group = *group_name;
+      name = &*group_name;
     } else {
       TORCH_CHECK(block->default_group.has_value() && !block->default_group->empty(),
                   "MORI rendezvous: `group_name` is neither specified during allocation "
                   "nor passed to rendezvous()");
-      group = *block->default_group;
+      name = &*block->default_group;
     }
     for (const Window& w : block->windows)
-      if (w.group == group) {
+      if (w.group == *name) {
         cache_hits_++;
+        if (ptr == base) return w.whole;
         return c10::make_intrusive<MoriSymmetricMemory>(
-            w.core, group, static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base)));
+            w.core, w.group,
+            static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base)));
       }
+    group = *name;
     device = block->device;
   }
   return rendezvous_new(base, static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base)),
@@ -312,13 +321,21 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
     auto it = blocks_.find(base);
     TORCH_CHECK(it != blocks_.end(),
                 message("MORI rendezvous: block %p was freed while its rendezvous ran", base).c_str());
-    bool known = false;
-    for (const Window& e : it->second.windows) known |= e.group == group;
-    if (!known) {
-      it->second.windows.push_back(Window{group, w});
+    const Window* known = nullptr;
+    for (const Window& e : it->second.windows)
+      if (e.group == group) known = &e;
+    if (known == nullptr) {
+      // The core returns one window per (block, group): a rendezvous that
+      // raced this one for the same pair found it in the table instead.
+      it->second.windows.push_back(
+          Window{group, w, c10::make_intrusive<MoriSymmetricMemory>(w, group, 0)});
       made_[group].push_back(w);
+      known = &it->second.windows.back();
     }
-    handle = c10::make_intrusive<MoriSymmetricMemory>(w, group, offset);
+    if (offset == 0)
+      handle = known->whole;
+    else
+      handle = c10::make_intrusive<MoriSymmetricMemory>(w, group, offset);
     trace.total_us = now_us() - t0;
     last_ = trace;
   }
@@ -374,11 +391,14 @@ int MoriAllocator::heal(const std::string& group, int dead_rank, int wait_ms) {
 }
 
 void MoriAllocator::release_all() {
+  std::map<void*, Block> gone;  // its handles let go outside the mutex
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    blocks_.clear();
+    gone.swap(blocks_);
+    made_.clear();
     released_.store(true);
   }
+  gone.clear();
   TORCH_CHECK(mori_symm_release_all() == 0, mori_last_error());
 }
 

@@ -4,10 +4,11 @@
 // shim as c10::Stream::native_handle().
 //
 // Lifetime: every handle torch gets holds one reference on its core window
-// (mori_window_retain / mori_window_release); free() of the block is
-// mori_symm_free(), which the core defers while a window of the block is
-// referenced.  So the memory goes when the last of {tensor storage, handles}
-// lets go, and the adapter keeps no count of its own.
+// (mori_window_retain / mori_window_release); free() of the block drops the
+// handles the adapter's table holds (one per group, at the block's base)
+// and then is mori_symm_free(), which the core defers while a window of the
+// block is referenced.  So the memory goes when the last of {tensor
+// storage, handles} lets go, and the adapter keeps no count of its own.
 //
 // Locking: one mutex guards the adapter's tables and nothing else.  The
 // collective part of a rendezvous, store waits, signals and every GPU call
@@ -152,10 +153,15 @@ class MoriAllocator final : public symm::SymmetricMemoryAllocator {
  private:
   // A (block, group) that has rendezvoused.  The core window stays valid
   // while the block is in blocks_: the core tears windows down only with
-  // their block, and handles hold references of their own.
+  // their block, and handles hold references of their own.  whole is the
+  // handle of the block's base (offset 0), made at its rendezvous and held
+  // by the table until free(): the rendezvous torch's ops repeat on every
+  // call returns it, one reference count up, as torch's backend returns the
+  // block's cached peer information.
   struct Window {
     std::string group;
     mori_window* core;
+    c10::intrusive_ptr<MoriSymmetricMemory> whole;
   };
   struct Block {
     size_t size;
