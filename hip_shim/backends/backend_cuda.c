@@ -8,10 +8,13 @@
 #include "gpu_cuda.h"
 #include "mori/runtime_search.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the driver's entry points, resolved all at once by init ---- */
 
@@ -298,11 +301,50 @@ static hipError_t current(const char *call) { return make_current(call, thread_d
 
 /* ---- the backend table's entries ---- */
 
+/* Fabric handles need an IMEX channel the process may open: NVIDIA's IMEX
+ * guide ("IMEX Channels") says the driver registers the character device
+ * nvidia-caps-imex-channels, that nobody creates its nodes
+ * /dev/nvidia-caps-imex-channels/channelN by default, and that without one
+ * the CUDA calls that need it fail with an insufficient-permission error
+ * (cuMemCreate of a fabric handle: CUDA_ERROR_NOT_PERMITTED, 800).  A look
+ * at that folder costs a directory read; the failed cuMemCreate it spares
+ * was the largest part of a process's first allocation on a GPU host
+ * (docs/performance.md, "A process's first allocation").  Looked at once
+ * per process; MORI_SYMM_IMEX_CHANNELS names another folder (tests). */
+static pthread_once_t imex_once = PTHREAD_ONCE_INIT;
+static int imex_channel; /* 1: a channel node this process may read and write */
+
+static const char *imex_folder(void) {
+  const char *dir = getenv("MORI_SYMM_IMEX_CHANNELS");
+  return dir != NULL && *dir != '\0' ? dir : "/dev/nvidia-caps-imex-channels";
+}
+
+static void look_for_imex_channel(void) {
+  DIR *d = opendir(imex_folder());
+  if (d == NULL) return;
+  for (struct dirent *e; imex_channel == 0 && (e = readdir(d)) != NULL;)
+    if (strncmp(e->d_name, "channel", 7) == 0 &&
+        faccessat(dirfd(d), e->d_name, R_OK | W_OK, 0) == 0)
+      imex_channel = 1;
+  closedir(d);
+}
+
 static hipError_t cuda_mem_create(hipMemGenericAllocationHandle_t *handle, size_t size,
                                   const hipMemAllocationProp *prop, unsigned long long flags) {
   mori__CUmemAllocationProp p;
   mori__CUmemGenericAllocationHandle h = 0;
   hipError_t e = translate_prop("cuMemCreate", prop, &p);
+  if (e == hipSuccess && (p.requestedHandleTypes & MORI__CU_MEM_HANDLE_TYPE_FABRIC)) {
+    pthread_once(&imex_once, look_for_imex_channel);
+    if (!imex_channel) {
+      /* the answer the driver gives without one, without asking it */
+      mori__shim_detail("cuMemCreate: a fabric handle needs an IMEX channel and %s has none this "
+                        "process may open (CUDA_ERROR_NOT_PERMITTED without asking the driver)",
+                        imex_folder());
+      return mori__gpu_map_error(cu_errors, MORI_GPU_COUNT(cu_errors),
+                                 MORI__CUDA_ERROR_NOT_PERMITTED);
+    }
+  }
   if (e == hipSuccess) e = current("cuMemCreate");
   if (e == hipSuccess) e = cu_check("cuMemCreate", cu.MemCreate(&h, size, &p, flags));
   if (e == hipSuccess) *handle = HIP_HANDLE(h);

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #define SIM_DEVICES 8 /* the sim's default MORI_SIM_DEVICES */
 
@@ -40,7 +41,32 @@ static void posix_fd_window_is_shared_with_another_process_and_torn_down_without
 
 /* ---- fabric: NOT_PERMITTED without IMEX, as on the H200 host ---- */
 
+/* Whether the folder the backend looks in for IMEX channels
+ * (MORI_SYMM_IMEX_CHANNELS: the tests' fixtures, imex-one with channel0 and
+ * the empty imex-none) holds one. */
+static int imex_channel_fixture(void) {
+  const char *dir = getenv("MORI_SYMM_IMEX_CHANNELS");
+  char path[512];
+  if (dir == NULL) return 0;
+  snprintf(path, sizeof path, "%s/channel0", dir);
+  return access(path, R_OK | W_OK) == 0;
+}
+
 static void fabric_handle_needs_an_imex_domain(void **state) {
+  if (!imex_channel_fixture()) {
+    /* No channel: refused as the driver refuses, without asking it (the
+     * stand-in under MORI_STANDIN_CUDA_IMEX=1 would have created it). */
+    size_t size = hipstub_granularity(hipMemHandleTypeFabric);
+    hipMemAllocationProp prop = hipstub_prop(hipMemHandleTypeFabric, 0);
+    hipMemGenericAllocationHandle_t h = NULL;
+    assert_int_equal(mori_hipMemCreate(&h, size, &prop, 0), hipErrorNotSupported);
+    assert_non_null(strstr(mori_shim_message(), "a fabric handle needs an IMEX channel and "));
+    assert_non_null(strstr(mori_shim_message(), "without asking the driver"));
+    assert_int_equal(mori_shim_registry_total(), 0);
+    /* and a POSIX fd handle is not the channel's business */
+    hipstub_share_posix_window();
+    return;
+  }
   if (imex_domain()) {
     hipstub_share_fabric_window(256, 5);
     return;

@@ -90,6 +90,11 @@ const mori_env_var mori_env_vars[] = {
     {"MORI_SYMM_CUDA_LIB", MORI_ENV_SHIM, "PATH", "libcuda.so.1",
      "the CUDA driver library the cuda backend loads",
      "libmori_hip_shim.so"},
+    {"MORI_SYMM_IMEX_CHANNELS", MORI_ENV_SHIM, "PATH", "/dev/nvidia-caps-imex-channels",
+     "where the cuda backend looks for an IMEX channel node (channelN) this process may read "
+     "and write before it asks the driver for a fabric handle; with none, it refuses as the "
+     "driver would (CUDA_ERROR_NOT_PERMITTED) without asking",
+     "libmori_hip_shim.so"},
     {"MORI_SHIM_REGISTRY_REPORT", MORI_ENV_SHIM, "1", "off",
      "print the shim's resource registry (every live runtime resource) at exit; another "
      "value than 0 or 1 is said once, named",
