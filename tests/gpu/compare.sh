@@ -8,7 +8,9 @@
 #   3. bench/compare.py --reduced: MORI against torch's built-in backend,
 #      interleaved launches; JSON, table and plot under $OUT/compare;
 #   4. a profile of MORI's first rendezvous at one rank (step lines and the
-#      fault shim's count= profile; figures, no verdict).
+#      fault shim's count= profile; figures, no verdict);
+#   5. a process's first allocation (tests/gpu/first_alloc.py): figures, and
+#      the driver's answer to a fabric create beside the cuda backend's.
 # Each step prints PASS or FAIL; the exit status is nonzero if any failed.
 #   COMPARE_ARGS="..."   extra arguments for compare.py (e.g. --rounds 5)
 set -uo pipefail
@@ -103,6 +105,19 @@ if [ -f "$FI" ]; then
 else
   echo "profile: $FI is missing (build-gpu not built): no profile"
 fi
+
+# 5. A process's first allocation, MORI against the built-in, in fresh
+# processes, with MORI's own figures for it, its count= profile, and the
+# driver's answer to a fabric create beside the cuda backend's (which
+# refuses one without asking where no IMEX channel is there to open).
+t0=$SECONDS
+LIBDIR=${LIB:-$PWD/build-gpu/lib}
+(cd /tmp && timeout -k 10 240 "$PY" "$OLDPWD/tests/gpu/first_alloc.py" --procs 8 \
+  --out "$OUT/first_alloc" ${LIBDIR:+--lib "$LIBDIR"} \
+  $( [ -f "$FI" ] && echo --fi "$FI" )) 2>&1 | tee "$OUT/first_alloc.log"
+rc=${PIPESTATUS[0]}
+verdict first_alloc_fabric_answer_agrees_with_the_driver "$rc" \
+  "exit status $rc, $((SECONDS - t0)) s; table in $OUT/first_alloc.log"
 
 echo "compare part: ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]

@@ -12,7 +12,11 @@ runs under it and the runtime and driver calls inside the first
 allocation (an NVTX range) are listed with their times: the built-in's
 calls beside MORI's.
 
-    python3 tests/gpu/first_alloc.py [--procs N] [--out DIR]
+    python3 tests/gpu/first_alloc.py [--procs N] [--out DIR] [--fi LIBFAULTINJECT] [--lib LIBDIR]
+
+With --lib, first the driver's own answer to a fabric cuMemCreate beside
+the cuda backend's (which refuses one without asking the driver where no
+IMEX channel is there to open): they must agree, else the exit status is 1.
 
 Prints a table of medians; writes first_alloc.json (and the nsys reports)
 under --out.
@@ -43,7 +47,8 @@ def child(backend: str, nvtx: bool) -> None:
     torch.cuda.set_device(device)
     if backend == "MORI":
         import mori.allocator  # noqa: F401  (registers "MORI")
-    symm_mem.set_backend(backend)
+
+        symm_mem.set_backend(backend)  # the built-in is the default
     torch.zeros(1, device=device).add_(1)  # the context is up before any timing
     torch.cuda.synchronize()
     keep, times = [], []
@@ -59,6 +64,54 @@ def child(backend: str, nvtx: bool) -> None:
             torch.cuda.nvtx.range_pop()
     print(json.dumps({"backend": backend, "ms": times}), flush=True)
     keep.clear()
+
+
+def fabric_oracle(libdir: str) -> int:
+    """The driver's own answer to a fabric cuMemCreate beside the cuda
+    backend's, which refuses one without asking when no IMEX channel is
+    there to open: they must agree (CUDA_ERROR_NOT_PERMITTED, 800)."""
+    import ctypes as C
+
+    class Loc(C.Structure):
+        _fields_ = [("type", C.c_int), ("id", C.c_int)]
+
+    class Prop(C.Structure):  # CUmemAllocationProp / hipMemAllocationProp, 32 bytes
+        _fields_ = [("type", C.c_int), ("requestedHandleTypes", C.c_int), ("location", Loc),
+                    ("win32HandleMetaData", C.c_void_p), ("compressionType", C.c_ubyte),
+                    ("gpuDirectRDMACapable", C.c_ubyte), ("usage", C.c_ushort),
+                    ("reserved", C.c_ubyte * 4)]
+
+    fabric = Prop(type=1, requestedHandleTypes=8, location=Loc(1, 0))  # pinned, fabric, dev 0
+    cu = C.CDLL("libcuda.so.1")
+    dev, ctx, gran, h = C.c_int(0), C.c_void_p(), C.c_size_t(0), C.c_ulonglong(0)
+    for rc in (cu.cuInit(0), cu.cuDeviceGet(C.byref(dev), 0),
+               cu.cuDevicePrimaryCtxRetain(C.byref(ctx), dev), cu.cuCtxSetCurrent(ctx),
+               cu.cuMemGetAllocationGranularity(C.byref(gran), C.byref(fabric), 0)):
+        if rc != 0:
+            print(f"fabric oracle: driver bring-up failed: {rc}")
+            return 1
+    t0 = time.perf_counter()
+    driver = cu.cuMemCreate(C.byref(h), gran, C.byref(fabric), C.c_ulonglong(0))
+    dt = (time.perf_counter() - t0) * 1e6
+    if driver == 0:
+        cu.cuMemRelease(h)
+    shim = C.CDLL(os.path.join(libdir, "libmori_hip_shim.so"))
+    shim.mori_shim_message.restype = C.c_char_p
+    if shim.mori_shim_select(b"cuda") != 0:
+        print(f"fabric oracle: the cuda backend does not come up: {shim.mori_shim_message()}")
+        return 1
+    hh = C.c_void_p()
+    t0 = time.perf_counter()
+    backend = shim.mori_hipMemCreate(C.byref(hh), gran, C.byref(fabric), C.c_ulonglong(0))
+    bt = (time.perf_counter() - t0) * 1e6
+    msg = shim.mori_shim_message().decode() if backend != 0 else "created"
+    if backend == 0:
+        shim.mori_hipMemRelease(hh)
+    unasked = "without asking the driver" in msg
+    agree = (driver == 800) if unasked else ((driver == 0) == (backend == 0))
+    print(f"fabric oracle: driver cuMemCreate(FABRIC) -> {driver} in {dt:.0f} us; cuda backend "
+          f"-> {backend} in {bt:.0f} us ({msg}); {'agree' if agree else 'DISAGREE'}")
+    return 0 if agree else 1
 
 
 def run_child(backend: str, env_extra: dict | None = None, prefix: list | None = None):
@@ -104,11 +157,22 @@ def main() -> int:
     ap.add_argument("--nvtx", action="store_true")
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--out", default=os.environ.get("OUT", "first-alloc"))
+    ap.add_argument("--fi", help="libmori_faultinject.so: a count= profile of one MORI process")
+    ap.add_argument("--lib", help="the build's lib folder (libmori_hip_shim.so): the driver's "
+                    "answer to a fabric create beside the cuda backend's")
     a = ap.parse_args()
+    if a.child == "oracle":
+        return fabric_oracle(a.lib)
     if a.child:
         child(a.child, a.nvtx)
         return 0
     os.makedirs(a.out, exist_ok=True)
+    oracle_rc = 0
+    if a.lib:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "oracle",
+                            "--lib", a.lib], capture_output=True, text=True, timeout=120)
+        print((p.stdout + p.stderr).strip(), flush=True)
+        oracle_rc = p.returncode
     res = {b: [] for b in BACKENDS}
     for i in range(a.procs):
         order = BACKENDS if i % 2 == 0 else BACKENDS[::-1]
@@ -130,6 +194,23 @@ def main() -> int:
     for ln in info:
         print("  " + ln)
     report = {"median_ms": med, "runs_ms": res, "mori_info": info}
+    if a.fi:
+        # The fault shim's count= profile of one MORI process: per runtime
+        # and OS call, its calls, total and longest us, and which call was
+        # the longest (#1: the first allocation's).
+        prof = os.path.join(a.out, "count")
+        run_child("MORI", {"LD_PRELOAD": a.fi, "MORI_FI": f"count={prof}"})
+        rows = []
+        for name in sorted(os.listdir(a.out)):
+            if name.startswith("count."):
+                with open(os.path.join(a.out, name)) as f:
+                    rows = [ln.split() for ln in f if ln.strip() and not ln.startswith("#")]
+        rows = [r for r in rows if len(r) >= 4]
+        rows.sort(key=lambda r: -float(r[2]))
+        print("\nMORI process, the fault shim's count= profile (NAME CALLS TOTAL_US MAX_US #N):")
+        for r in rows[:25]:
+            print("  " + " ".join(r))
+        report["mori_count"] = rows
     nsys = shutil.which("nsys")
     if nsys is None:
         print("\nnsys: not on the PATH; no call list")
@@ -148,7 +229,7 @@ def main() -> int:
             print(f"  {us:10.1f}  {name}")
     with open(os.path.join(a.out, "first_alloc.json"), "w") as f:
         json.dump(report, f, indent=1)
-    return 0
+    return oracle_rc
 
 
 if __name__ == "__main__":

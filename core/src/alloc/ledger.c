@@ -100,9 +100,11 @@ void mori__ledger_set_release(mori_res kind, int (*release)(const mori_ledger_en
 
 int mori__release_entry(void *ctx, const mori_ledger_entry *e) {
   if ((unsigned)e->kind >= MORI_RES__COUNT || release_row[e->kind].release == NULL) return 0;
-  MORI_LOG(MORI_LOG_TRACE, -1, -1, "release %s 0x%lx size %zu aux %d", mori_res_name(e->kind),
-           (unsigned long)e->value, e->size, e->aux);
+  double t0 = mori__log_level() >= MORI_LOG_TRACE ? mori__log_clock_us() : 0;
   int rc = release_row[e->kind].release(e);
+  MORI_LOG(MORI_LOG_TRACE, -1, -1, "release %s 0x%lx size %zu aux %d: %.0f us%s",
+           mori_res_name(e->kind), (unsigned long)e->value, e->size, e->aux,
+           t0 > 0 ? mori__log_clock_us() - t0 : 0.0, rc ? " (failed)" : "");
   if (rc != 0 && release_row[e->kind].quiet) {
     MORI_LOG(MORI_LOG_WARN, -1, -1, "release %s: %s", mori_res_name(e->kind), mori_last_error());
     return 0;
