@@ -5,11 +5,14 @@
  * count; runs of several slots fit where they fit; a slot given back is
  * taken again; a take larger than a
  * chunk is an allocation of its own; a pointer the arena did not hand out
- * is refused.  Most of this no public call reaches in a test
- * (a chunk holds 256 windows' tables, a block at most 8 windows).
+ * is refused; threads taking and giving at once never hold one slot
+ * together (label tsan runs that case under ThreadSanitizer too).  Most of
+ * this no public call reaches in a test (a chunk holds 256 windows'
+ * tables, a block at most 8 windows).
  */
 #include "mori_cmocka.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +99,57 @@ static void a_foreign_pointer_is_refused(void **s) {
   assert_int_equal(mori__arena_give(p), hipSuccess);
 }
 
+/* Threads that take and give slots at once, with nothing but the arena's
+ * lock between them: each holds three at a time, and before giving them
+ * back checks that no other thread holds one of them (a shared list under
+ * the test's own lock).  Under ThreadSanitizer a take or give outside the
+ * arena's lock is a reported race. */
+enum { THREADS = 4, ROUNDS = 2000, HOLD = 3 };
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t held[THREADS][HOLD];
+
+static void *take_and_give(void *arg) {
+  int me = (int)(intptr_t)arg;
+  for (int r = 0; r < ROUNDS; r++) {
+    void *p[HOLD] = {NULL};
+    for (int i = 0; i < HOLD; i++)
+      if (mori__arena_take(0, 200, &p[i]) != 0) return "take failed";
+    pthread_mutex_lock(&held_lock);
+    const char *why = NULL;
+    for (int t = 0; t < THREADS && why == NULL; t++)
+      for (int i = 0; t != me && i < HOLD; i++)
+        for (int j = 0; j < HOLD; j++)
+          if (held[t][i] != 0 && held[t][i] == (uintptr_t)p[j]) why = "a slot held by two threads";
+    for (int i = 0; i < HOLD; i++) held[me][i] = (uintptr_t)p[i];
+    pthread_mutex_unlock(&held_lock);
+    if (why != NULL) return (void *)why;
+    pthread_mutex_lock(&held_lock);
+    for (int i = 0; i < HOLD; i++) held[me][i] = 0;
+    pthread_mutex_unlock(&held_lock);
+    for (int i = 0; i < HOLD; i++)
+      if (mori__arena_give(p[i]) != hipSuccess) return "give refused";
+  }
+  return NULL;
+}
+
+static void takes_and_gives_on_threads(void **s) {
+  (void)s;
+  pthread_t th[THREADS];
+  for (int t = 0; t < THREADS; t++)
+    assert_int_equal(pthread_create(&th[t], NULL, take_and_give, (void *)(intptr_t)t), 0);
+  const char *why = NULL;
+  for (int t = 0; t < THREADS; t++) {
+    void *r = NULL;
+    assert_int_equal(pthread_join(th[t], &r), 0);
+    if (r != NULL && why == NULL) why = r;
+  }
+  if (why != NULL) fail_msg("%s", why);
+  /* and the arena is whole: a take still gets memory */
+  void *p = NULL;
+  assert_int_equal(mori__arena_take(0, 200, &p), 0);
+  assert_int_equal(mori__arena_give(p), hipSuccess);
+}
+
 int main(int argc, char **argv) {
   if (mori_shim_select("sim") != 0) {
     fprintf(stderr, "sim shim: %s\n", mori_shim_message());
@@ -106,6 +160,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_take_larger_than_a_chunk_is_its_own),
       cmocka_unit_test(a_slot_given_back_is_taken_again),
       cmocka_unit_test(a_foreign_pointer_is_refused),
+      cmocka_unit_test(takes_and_gives_on_threads),
   };
   return mori_run_tests(argc, argv, tests);
 }

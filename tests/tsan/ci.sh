@@ -10,6 +10,6 @@ cd "$(dirname "$0")/../.."
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DMORI_TSAN=ON -DMORI_WERROR=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build-tsan -j "$jobs" --target test_tsan_stress test_signals
+cmake --build build-tsan -j "$jobs" --target test_tsan_stress test_signals mori_test_core_arena
 [ "${1:-}" = "--build-only" ] && exit 0
 ctest --test-dir build-tsan/tests/tsan --output-on-failure "$@"
