@@ -321,12 +321,13 @@ c10::intrusive_ptr<symm::SymmetricMemory> MoriAllocator::rendezvous_new(void* ba
     auto it = blocks_.find(base);
     TORCH_CHECK(it != blocks_.end(),
                 message("MORI rendezvous: block %p was freed while its rendezvous ran", base).c_str());
+    // The core returns one window per (block, group): a rendezvous of the
+    // same pair that raced this one may have recorded it (and its handle)
+    // already.
     const Window* known = nullptr;
     for (const Window& e : it->second.windows)
       if (e.group == group) known = &e;
     if (known == nullptr) {
-      // The core returns one window per (block, group): a rendezvous that
-      // raced this one for the same pair found it in the table instead.
       it->second.windows.push_back(
           Window{group, w, c10::make_intrusive<MoriSymmetricMemory>(w, group, 0)});
       made_[group].push_back(w);
