@@ -144,6 +144,19 @@ static void start_replacement(const mori_rank_ctx *ctx, const char *how) {
   if (pid > 0) waitpid(pid, NULL, 0);
 }
 
+/* The replacement's word in the store (its main writes "ok ..." or why
+ * it failed): 0 and the word in msg if it is "ok", else 1. */
+static int replacement_said_ok(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  void *v = NULL;
+  size_t len = 0;
+  CHECK(ctx->store->get(ctx->store, "test_heal/replacement", &v, &len, 60000) == 0,
+        "the replacement said nothing: %s", mori_last_error());
+  int ok = len > 3 && memcmp(v, "ok ", 3) == 0;
+  snprintf(msg, msglen, "replacement: %.900s", (char *)v);
+  free(v);
+  return ok ? 0 : 1;
+}
+
 /* A survivor's heal, asked again while the dead rank's process is there. */
 static int heal_when_gone(mori_window *w, mori_store *store) {
   int rc = MORI_ESTATE;
@@ -195,14 +208,7 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   mori_sim_graph_destroy(g);
   CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
   /* the replacement's verdict */
-  void *v = NULL;
-  size_t len = 0;
-  CHECK(ctx->store->get(ctx->store, "test_heal/replacement", &v, &len, 60000) == 0,
-        "the replacement said nothing: %s", mori_last_error());
-  int ok = len > 3 && memcmp(v, "ok ", 3) == 0;
-  snprintf(msg, msglen, "replacement: %.200s", (char *)v);
-  free(v);
-  if (!ok) return 1;
+  if (replacement_said_ok(ctx, msg, msglen)) return 1;
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   return ranks_finish(fds0, msg, msglen, "heal");
 }
@@ -287,14 +293,7 @@ static int failed_offer_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen)
   CHECK(rc == (ctx->rank == 0 ? MORI_EIO : MORI_EPEER), "heal with a failed offer: %d: %s", rc,
         mori_last_error());
   if (ctx->rank == 0) {
-    void *v = NULL;
-    size_t len = 0;
-    CHECK(ctx->store->get(ctx->store, "test_heal/replacement", &v, &len, 60000) == 0,
-          "the replacement said nothing: %s", mori_last_error());
-    int ok = len > 3 && memcmp(v, "ok ", 3) == 0;
-    snprintf(msg, msglen, "replacement: %.900s", (char *)v);
-    free(v);
-    if (!ok) return 1;
+    if (replacement_said_ok(ctx, msg, msglen)) return 1;
   }
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   return ranks_finish(fds0, msg, msglen, "failed offer");
