@@ -72,16 +72,11 @@ def fabric_oracle(libdir: str) -> int:
     there to open: they must agree (CUDA_ERROR_NOT_PERMITTED, 800)."""
     import ctypes as C
 
-    class Loc(C.Structure):
-        _fields_ = [("type", C.c_int), ("id", C.c_int)]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    # hipMemAllocationProp's layout, which CUmemAllocationProp shares (32 bytes)
+    from alloc_steps import Location, Prop
 
-    class Prop(C.Structure):  # CUmemAllocationProp / hipMemAllocationProp, 32 bytes
-        _fields_ = [("type", C.c_int), ("requestedHandleTypes", C.c_int), ("location", Loc),
-                    ("win32HandleMetaData", C.c_void_p), ("compressionType", C.c_ubyte),
-                    ("gpuDirectRDMACapable", C.c_ubyte), ("usage", C.c_ushort),
-                    ("reserved", C.c_ubyte * 4)]
-
-    fabric = Prop(type=1, requestedHandleTypes=8, location=Loc(1, 0))  # pinned, fabric, dev 0
+    fabric = Prop(type=1, requestedHandleType=8, location=Location(1, 0))  # pinned, fabric, dev 0
     cu = C.CDLL("libcuda.so.1")
     dev, ctx, gran, h = C.c_int(0), C.c_void_p(), C.c_size_t(0), C.c_ulonglong(0)
     for rc in (cu.cuInit(0), cu.cuDeviceGet(C.byref(dev), 0),
