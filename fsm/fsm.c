@@ -52,6 +52,7 @@ const mori__res_info mori__res_infos[MORI_RES__COUNT] = {MORI_RES_KINDS(RES_INFO
 #define BLOCK_STEP(from, ev, to, rest, adds, words) STEP(B, MORI_BS_, from, ev, to, adds)
 #define WINDOW_STEP(from, ev, to, rest, adds, words) STEP(W, MORI_WS_, from, ev, to, adds)
 #define HEAL_BACK(a, ev, b) STEP(W, MORI_WS_, a, ev, b, (NOTHING))
+#define FLATTEN_STEP(a, ev, b, adds) STEP(W, MORI_WS_, a, ev, b, adds)
 /* BREAK from MAPPED (a heal that fails at its first step) and every state
  * of a heal; RELEASE leaves BROKEN. */
 #define HEAL_BREAK_FROM(a, ev, ...) \
@@ -82,6 +83,8 @@ const mori__fsm_row mori__fsm_rows[] = {
     MORI_HEAL_STEPS(WINDOW_STEP) MORI_HEAL_BACK(HEAL_BACK) MORI_HEAL_STEPS(HEAL_BREAK_FROM)
     MORI_HEAL_BACK(HEAL_BREAK_FROM)
     MORI_HEAL_STEPS(WINDOW_FAIL) MORI_HEAL_BROKEN(HEAL_BROKEN_RELEASE)
+    /* last: MAPPED's forward event stays the heal's first */
+    MORI_WINDOW_FLATTEN(FLATTEN_STEP)
 };
 const size_t mori__fsm_nrows = sizeof mori__fsm_rows / sizeof mori__fsm_rows[0];
 

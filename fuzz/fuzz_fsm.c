@@ -67,6 +67,9 @@ typedef struct step {
   {W, MORI_WS_##a, MORI_EV_##ev, MORI_WS_##b, rest, {UNWRAP adds}},
 /* A heal's way back to MAPPED, which rests by the step above that enters it. */
 #define HEAL_BACK(a, ev, b) {W, MORI_WS_##a, MORI_EV_##ev, MORI_WS_##b, PASSES, {NOTHING}},
+/* The own slot of the span, mapped at the first mori_window_span: MAPPED
+ * back to MAPPED, which rests by the step that first entered it. */
+#define FLATTEN_STEP(a, ev, b, adds) {W, MORI_WS_##a, MORI_EV_##ev, MORI_WS_##b, PASSES, {UNWRAP adds}},
 /* BREAK leaves MAPPED (a heal that fails at its first step) and every
  * state of a heal, each a `from` of the heal's steps or of its way back,
  * for BROKEN, which rests; its ledger is MORI_HEAL_BROKEN's. */
@@ -77,7 +80,8 @@ typedef struct step {
    {MORI_HEAL_BROKEN(BROKEN_ADDS)}},
 static const step steps[] = {MORI_BLOCK_STEPS(BLOCK_STEP) MORI_WINDOW_STEPS(WINDOW_STEP)
                              MORI_HEAL_STEPS(WINDOW_STEP) MORI_HEAL_BACK(HEAL_BACK)
-                             MORI_HEAL_STEPS(HEAL_BREAK) MORI_HEAL_BACK(HEAL_BREAK)};
+                             MORI_HEAL_STEPS(HEAL_BREAK) MORI_HEAL_BACK(HEAL_BREAK)
+                             MORI_WINDOW_FLATTEN(FLATTEN_STEP)};
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /* The resource kinds' columns: the tier is the ledger's order (received

@@ -370,7 +370,9 @@ static void block_script(seed *s, int export_fd) {
 }
 
 /* A window of `world` ranks as rank `rank`, through MAPPED: the fd path
- * binds a channel, receives every peer's fd and closes the channel. */
+ * binds a channel, receives every peer's fd and closes the channel; every
+ * peer's slot is mapped, the own one only by FLATTEN (the span's first
+ * hand-out), which the fd-path shapes of more than one rank take. */
 static void window_script(seed *s, int world, int rank, int fds) {
   uint8_t head[3] = {1, (uint8_t)world, (uint8_t)rank};
   add(s, head, sizeof head);
@@ -394,12 +396,17 @@ static void window_script(seed *s, int world, int rank, int fds) {
   fire(s, MORI_EV_IMPORT);
   push(s, MORI_RES_SPAN_RESERVATION, 3, 0);
   fire(s, MORI_EV_RESERVE);
-  for (int p = 0; p < world; p++) push(s, MORI_RES_SLOT_MAPPING, (uint8_t)(48 + p), p);
+  for (int p = 0; p < world; p++)
+    if (p != rank) push(s, MORI_RES_SLOT_MAPPING, (uint8_t)(48 + p), p);
   fire(s, MORI_EV_MAP);
   fire(s, MORI_EV_GRANT);
   push(s, MORI_RES_DEVICE_TABLE, 4, 0);
   fire(s, MORI_EV_BUILD_TABLES);
   fire(s, MORI_EV_BARRIER);
+  if (fds && world > 1) {
+    push(s, MORI_RES_OWN_SLOT_MAPPING, (uint8_t)(48 + rank), 0);
+    fire(s, MORI_EV_FLATTEN);
+  }
 }
 
 static void fsm_seeds(void) {

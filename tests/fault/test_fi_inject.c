@@ -591,6 +591,82 @@ static void launcher_tells_a_stuck_rank_from_a_slow_one(void **s) {
   munmap(l, sizeof *l);
 }
 
+/* ---- the own slot of the span, mapped at its first hand-out ---- */
+
+/* After the rendezvous, then after each of two mori_window_span calls:
+ * the shim's live mappings, what each call returned (its error if it
+ * failed), and whether the own slot then reads what the block holds. */
+static int span_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0 = mori_count_fds() - mori_fi_own_fds();
+  char extra[900] = "", first_err[600] = "-";
+  void *base = NULL;
+  mori_window *w = NULL;
+  mori_shim_registry_counts r[3];
+  if (mori_shim_select("sim") != 0) return 1;
+  int rc = mori_symm_alloc(MiB, ctx->rank, &base);
+  if (rc == 0) rc = mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL);
+  if (rc != 0) return fh_report(msg, msglen, fds0, rc, "");
+  size_t stride = 0;
+  mori_shim_registry(&r[0]);
+  char *span1 = mori_window_span(w, &stride);
+  if (span1 == NULL) snprintf(first_err, sizeof first_err, "%s", mori_last_error());
+  mori_shim_registry(&r[1]);
+  char *span2 = mori_window_span(w, &stride);
+  mori_shim_registry(&r[2]);
+  uint32_t mark = 0x5eed0000u | (uint32_t)ctx->rank, back = 0;
+  int read = span2 != NULL &&
+             mori_hipMemcpy(base, &mark, 4, hipMemcpyHostToDevice) == hipSuccess &&
+             mori_hipMemcpy(&back, span2 + (size_t)ctx->rank * stride, 4,
+                            hipMemcpyDeviceToHost) == hipSuccess &&
+             back == mark;
+  /* no rank frees before every rank is done with its span */
+  if (mori_window_barrier(w, 0, NULL, 0) != 0) rc = MORI_EHIP;
+  snprintf(extra, sizeof extra, "mapped=%ld,%ld,%ld first=%d second=%d read=%d first_err=%s",
+           r[0].mappings, r[1].mappings, r[2].mappings, span1 != NULL, span2 != NULL, read,
+           first_err);
+  rc = rc ? rc : mori_symm_free(base);
+  return fh_report(msg, msglen, fds0, rc, extra);
+}
+
+/* A rendezvous maps every peer's slot of the span, not the own one: that
+ * is a second mapping of the block, wanted only by flat-form kernels, and
+ * mori_window_span maps it the first time it hands the span out (2
+ * mappings after the rendezvous of 2 ranks: the block's and the peer's
+ * slot; 3 after the span).  A failure there, of the map or of the grant,
+ * gives back what it made, names the call, and leaves the window usable:
+ * the next call maps it.  (hipMemMap #3 and hipMemSetAccess #3 are the
+ * span's: the allocation's and the peer slot's come first.) */
+static void the_own_slot_of_the_span_is_mapped_when_the_span_is_handed_out(void **s) {
+  (void)s;
+  static const struct {
+    const char *spec, *rank0, *err;
+  } cases[] = {
+      {"", "mapped=2,3,3 first=1 second=1 read=1 first_err=-", NULL},
+      {"rank=0 hipMemMap#3=hipErrorOutOfMemory", "mapped=2,2,3 first=0 second=1 read=1",
+       "hipMemMap failed: hipErrorOutOfMemory"},
+      {"rank=0 hipMemSetAccess#3=hipErrorInvalidValue", "mapped=2,2,3 first=0 second=1 read=1",
+       "hipMemSetAccess failed: hipErrorInvalidValue"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mori_rank_result res[2];
+    fh_run(cases[i].spec, 2, span_rank, NULL, res, -1);
+    print_message("%s\n  %s\n", res[0].msg, res[1].msg);
+    fh_assert_clean(cases[i].spec, res, 2, -1);
+    for (int k = 0; k < 2; k++)
+      if (strstr(res[k].msg, "rc=0 ") != res[k].msg)
+        fail_msg("'%s': rank %d failed: %s", cases[i].spec, k, res[k].msg);
+    if (strstr(res[0].msg, cases[i].rank0) == NULL)
+      fail_msg("'%s': rank 0 did not see %s: %s", cases[i].spec, cases[i].rank0, res[0].msg);
+    if (strstr(res[1].msg, "mapped=2,3,3 first=1 second=1 read=1") == NULL)
+      fail_msg("'%s': rank 1: %s", cases[i].spec, res[1].msg);
+    if (cases[i].err != NULL &&
+        (strstr(res[0].msg, cases[i].err) == NULL ||
+         strstr(res[0].msg, "mori_window_span: rank 0 group world window") == NULL))
+      fail_msg("'%s': the span's error does not name the call and the window: %s",
+               cases[i].spec, res[0].msg);
+  }
+}
+
 /* ---- a malformed schedule ---- */
 
 static void malformed_mori_fi_stops_the_program_naming_the_column(void **s) {
@@ -638,6 +714,7 @@ int main(void) {
       cmocka_unit_test(get_last_error_reports_the_injected_error_once),
       cmocka_unit_test(alloc_on_a_stream_blocks_the_host_on_nothing),
       cmocka_unit_test(a_first_alloc_on_a_stream_fills_once_on_it),
+      cmocka_unit_test(the_own_slot_of_the_span_is_mapped_when_the_span_is_handed_out),
       cmocka_unit_test(count_and_record_write_one_file_per_rank),
       cmocka_unit_test(os_calls_fail_the_way_libc_does),
       cmocka_unit_test(a_release_that_fails_once_is_retried_and_reported),

@@ -83,6 +83,8 @@ static const triple legal[] = {
     TW(MAPPED, BREAK, BROKEN), TW(SLOT_LOST, BREAK, BROKEN), TW(HEAL_BOUND, BREAK, BROKEN),
     TW(REJOINED, BREAK, BROKEN), TW(REEXCHANGED, BREAK, BROKEN), TW(HEALED, BREAK, BROKEN),
     TW(BROKEN, RELEASE, RELEASED),
+    /* the own slot of the span, at the first mori_window_span */
+    TW(MAPPED, FLATTEN, MAPPED),
     FAILS_W(SLOT_LOST), FAILS_W(HEAL_BOUND), FAILS_W(REJOINED), FAILS_W(REEXCHANGED),
     FAILS_W(HEALED), FAILS_W(BROKEN),
 };
@@ -121,8 +123,9 @@ static const struct {
     {WINDOW, MORI_WS_SLOT_TAKEN, BIT(MORI_RES_RECEIVED_FD)},
     {WINDOW, MORI_WS_EXCHANGED, BIT(MORI_RES_IMPORTED_HANDLE)},
     {WINDOW, MORI_WS_RENDEZVOUS, BIT(MORI_RES_SPAN_RESERVATION)},
-    {WINDOW, MORI_WS_SPAN_RESERVED, BIT(MORI_RES_SLOT_MAPPING)},
+    {WINDOW, MORI_WS_SPAN_RESERVED, BIT(MORI_RES_SLOT_MAPPING) | BIT(MORI_RES_OWN_SLOT_MAPPING)},
     {WINDOW, MORI_WS_SLOTS_ACCESSIBLE, BIT(MORI_RES_DEVICE_TABLE) | BIT(MORI_RES_SIGNAL_STATE)},
+    {WINDOW, MORI_WS_MAPPED, BIT(MORI_RES_OWN_SLOT_MAPPING)},
     /* a heal records only the replacement's: LOSE and BREAK record nothing */
     {WINDOW, MORI_WS_SLOT_LOST, BIT(MORI_RES_CHANNEL)},
     {WINDOW, MORI_WS_REJOINED, BIT(MORI_RES_RECEIVED_FD)},
@@ -261,7 +264,10 @@ static void acquire(mori_fsm *m, mori_wevent ev) {
       break;
     }
     for (int r = 0; r < m->world_size; r++)
-      must_push(m, MORI_RES_SLOT_MAPPING, slot_va(r), 1 << 21, r);
+      if (r != m->rank) must_push(m, MORI_RES_SLOT_MAPPING, slot_va(r), 1 << 21, r);
+    break;
+  case MORI_EV_FLATTEN:
+    must_push(m, MORI_RES_OWN_SLOT_MAPPING, slot_va(m->rank), 1 << 21, 0);
     break;
   case MORI_EV_ZERO:
     must_push(m, MORI_RES_ZERO_EVENT, 0xb10c, 0, 0);
@@ -483,11 +489,17 @@ static void lifecycle_holds_for_worlds_of_1_2_4_and_16(void **state) {
         assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), worlds[i] - 1);
     }
     assert_int_equal(m.state.window, MORI_WS_MAPPED);
-    assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), worlds[i]);
+    /* the peers' slots; the own one only once the span is handed out */
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), worlds[i] - 1);
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_OWN_SLOT_MAPPING), 0);
+    step(&m, MORI_EV_FLATTEN);
+    assert_int_equal(m.state.window, MORI_WS_MAPPED);
+    assert_int_equal(mori_fsm_count(&m, MORI_RES_OWN_SLOT_MAPPING), 1);
     assert_int_equal(mori_fsm_count(&m, MORI_RES_CHANNEL), 0);
     recorder *r = new_recorder();
     assert_int_equal(mori_fsm_release(&m, record, r), 0);
-    /* fds, imports, span, slots, table, signal state, signal slot */
+    /* fds, imports, span, peers' slots and the own, table, signal state,
+     * signal slot */
     assert_int_equal(r->n, 2 * (worlds[i] - 1) + 1 + worlds[i] + 1 + 1 + 1);
     free(r);
     finish(&m);
@@ -532,7 +544,7 @@ static void push_accepts_only_what_the_outgoing_transition_acquires(void **state
 static void push_grows_the_ledger_and_keeps_every_entry(void **state) {
   mori_fsm m;
   reach(&m, WINDOW, MORI_WS_MAPPED, 64);
-  assert_int_equal(m.len, 1 + 1 + 2 * 63 + 1 + 64 + 1 + 1);
+  assert_int_equal(m.len, 1 + 1 + 2 * 63 + 1 + 63 + 1 + 1);
   assert_true(m.cap >= m.len);
   assert_int_equal(m.ledger[find(&m, MORI_RES_SLOT_MAPPING, 63)].value, slot_va(63));
   finish(&m);
@@ -729,6 +741,14 @@ static void import_aux_outside_world(mori_fsm *m) {
 static void negative_slot_aux(mori_fsm *m) {
   m->ledger[find(m, MORI_RES_SLOT_MAPPING, 0)].aux = -1;
 }
+/* the own slot recorded as a peer's; and twice, as the span's own */
+static void slot_of_own_rank(mori_fsm *m) {
+  m->ledger[find(m, MORI_RES_SLOT_MAPPING, 0)].aux = RANK;
+}
+static void two_own_slots(mori_fsm *m) {
+  must_push(m, MORI_RES_OWN_SLOT_MAPPING, slot_va(RANK), 1 << 21, 0);
+  must_push(m, MORI_RES_OWN_SLOT_MAPPING, slot_va(RANK), 1 << 21, 0);
+}
 static void import_from_own_rank(mori_fsm *m) {
   m->ledger[find(m, MORI_RES_IMPORTED_HANDLE, 3)].aux = RANK;
 }
@@ -818,7 +838,11 @@ static void broken_with_the_dead_ranks_slot_twice(mori_fsm *m) {
 }
 
 static const breakage breakages[] = {
-    {"missing slot", WINDOW, MORI_WS_MAPPED, drop_slot_3, "MAPPED: 3 slot mappings, expected 4"},
+    {"missing slot", WINDOW, MORI_WS_MAPPED, drop_slot_3, "MAPPED: 2 slot mappings, expected 3"},
+    {"own slot as a peer's", WINDOW, MORI_WS_MAPPED, slot_of_own_rank,
+     "MAPPED: SLOT_MAPPING from own rank 1"},
+    {"two own slots", WINDOW, MORI_WS_MAPPED, two_own_slots,
+     "MAPPED: 2 own slot mappings, expected 0..1"},
     {"missing import", WINDOW, MORI_WS_MAPPED, drop_import_3,
      "MAPPED: 2 imported handles, expected 3"},
     {"two tables", WINDOW, MORI_WS_MAPPED, second_device_table,
@@ -879,7 +903,7 @@ static const breakage breakages[] = {
     {"heal channel kept", WINDOW, MORI_WS_REJOINED, reexchanged_keeping_the_channel,
      "REEXCHANGED: 1 channel, expected 0"},
     {"healed short a slot", WINDOW, MORI_WS_REEXCHANGED, healed_without_the_slot,
-     "HEALED: 3 slot mappings, expected 4"},
+     "HEALED: 2 slot mappings, expected 3"},
     {"broken two channels", WINDOW, MORI_WS_BROKEN, broken_with_two_channels,
      "BROKEN: 2 channels, expected 0..1"},
     {"broken short an import", WINDOW, MORI_WS_BROKEN, broken_short_of_an_import,
@@ -920,9 +944,10 @@ static void received_fds_range_up_to_world_minus_1(void **state) {
 static void fire_with_a_broken_ledger_fails_and_stays_put(void **state) {
   mori_fsm m;
   reach(&m, WINDOW, MORI_WS_SPAN_RESERVED, WORLD);
-  for (int r = 0; r < WORLD - 1; r++) must_push(&m, MORI_RES_SLOT_MAPPING, slot_va(r), 1 << 21, r);
+  for (int r = 0; r < WORLD - 1; r++)
+    if (r != RANK) must_push(&m, MORI_RES_SLOT_MAPPING, slot_va(r), 1 << 21, r);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_EINVARIANT);
-  assert_string_equal(m.why, "SLOTS_MAPPED: 3 slot mappings, expected 4");
+  assert_string_equal(m.why, "SLOTS_MAPPED: 2 slot mappings, expected 3");
   assert_int_equal(m.state.window, MORI_WS_SPAN_RESERVED);
   must_push(&m, MORI_RES_SLOT_MAPPING, slot_va(3), 1 << 21, 3);
   assert_int_equal(mori_fsm_fire(&m, MORI_EV_MAP), MORI_FSM_OK);
@@ -989,14 +1014,18 @@ static size_t runs(const recorder *r, mori_res *out) {
  * (each fd stays open until the handle imported from it is gone;
  * docs/state-machine.md).  The signal state goes first (the watchdog's
  * entries read the cells the slots map) and the signal slot last (host
- * bits only). */
+ * bits only).  The own slot, mapped after MAPPED by the span's first
+ * hand-out, takes its tier's place: unmapped before the peers' slots,
+ * and every slot before the span goes. */
 static void window_release_frees_tables_then_slots_then_span_then_imports(void **state) {
   mori_fsm m;
   recorder *r = new_recorder();
   reach(&m, WINDOW, MORI_WS_MAPPED, WORLD);
+  step(&m, MORI_EV_FLATTEN);
   assert_int_equal(mori_fsm_release(&m, record, r), MORI_FSM_OK);
   static const mori_res want[] = {MORI_RES_SIGNAL_STATE,     MORI_RES_DEVICE_TABLE,
-                                  MORI_RES_SLOT_MAPPING,     MORI_RES_SPAN_RESERVATION,
+                                  MORI_RES_OWN_SLOT_MAPPING, MORI_RES_SLOT_MAPPING,
+                                  MORI_RES_SPAN_RESERVATION,
                                   MORI_RES_IMPORTED_HANDLE,  MORI_RES_RECEIVED_FD,
                                   MORI_RES_SIGNAL_SLOT};
   mori_res got[128];
@@ -1005,12 +1034,14 @@ static void window_release_frees_tables_then_slots_then_span_then_imports(void *
   for (size_t i = 0; i < n; i++)
     if (got[i] != want[i])
       fail_msg("run %zu is %s, expected %s", i, mori_res_name(got[i]), mori_res_name(want[i]));
-  /* slots highest rank first; imports, then fds, highest peer first */
-  for (int i = 0; i < WORLD; i++) assert_int_equal(r->seen[2 + i].aux, WORLD - 1 - i);
+  /* the own slot at its address; then slots, imports and fds, highest
+   * peer first */
+  assert_int_equal(r->seen[2].value, slot_va(RANK));
   static const int peers[] = {3, 2, 0};
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(r->seen[2 + WORLD + 1 + i].aux, peers[i]);
-    assert_int_equal(r->seen[2 + WORLD + 4 + i].aux, peers[i]);
+    assert_int_equal(r->seen[3 + i].aux, peers[i]);
+    assert_int_equal(r->seen[3 + 3 + 1 + i].aux, peers[i]);
+    assert_int_equal(r->seen[3 + 3 + 4 + i].aux, peers[i]);
   }
   free(r);
   finish(&m);
@@ -1173,6 +1204,7 @@ static void assert_safe_release(const recorder *r, size_t entries, int world) {
     case MORI_RES_SIGNAL_SLOT: signal_slot = at; break;
     case MORI_RES_CHANNEL: channel = at; break;
     case MORI_RES_SLOT_MAPPING:
+    case MORI_RES_OWN_SLOT_MAPPING:
       if (first_slot < 0) first_slot = at;
       last_slot = at;
       break;
@@ -1214,7 +1246,9 @@ static void as_on_the_fabric_path(mori_fsm *m) {
  * after every other rank's, before the span; the slot after every other
  * slot, before the device table), not appended; and a RELEASE then is as
  * safe a teardown as a window's that never healed.  On the fd path and
- * the fabric path, for a dead rank below, above and at either end. */
+ * the fabric path, for a dead rank below, above and at either end; every
+ * other case with the own slot of the span mapped (FLATTEN) before the
+ * heal, which keeps it where it was. */
 static void heal_returns_a_mapped_window_to_mapped_with_each_entry_at_its_place(void **state) {
   static const struct {
     int world, rank, dead, fds;
@@ -1227,6 +1261,7 @@ static void heal_returns_a_mapped_window_to_mapped_with_each_entry_at_its_place(
     mori_fsm m;
     mori_fsm_init(&m, WINDOW, cases[c].rank, world);
     walk(&m, MORI_WS_MAPPED);
+    if (c % 2) step(&m, MORI_EV_FLATTEN);
     if (!fds) as_on_the_fabric_path(&m);
     assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
     /* what MAPPED must hold after the heal: the same entries in the same
@@ -1259,7 +1294,8 @@ static void heal_returns_a_mapped_window_to_mapped_with_each_entry_at_its_place(
       assert_int_equal(m.state.window, after[i]);
       assert_int_equal(mori_fsm_check(&m), MORI_FSM_OK);
       if (after[i] == MORI_WS_SLOT_LOST) {
-        assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), world - 1);
+        assert_int_equal(mori_fsm_count(&m, MORI_RES_SLOT_MAPPING), world - 2);
+        assert_int_equal(mori_fsm_count(&m, MORI_RES_OWN_SLOT_MAPPING), c % 2);
         assert_int_equal(mori_fsm_count(&m, MORI_RES_IMPORTED_HANDLE), world - 2);
         assert_int_equal(mori_fsm_count(&m, MORI_RES_RECEIVED_FD), fds ? world - 2 : 0);
       }
@@ -1423,12 +1459,12 @@ static void names_are_the_enumerators_and_out_of_range_is_a_question_mark(void *
       "CREATE", "RESERVE",  "MAP",    "GRANT",     "ZERO",     "EXPORT",       "ATTACH",
       "BIND",   "PUBLISH",  "GATHER", "VALIDATE",  "TAKE_SLOT", "EXCHANGE",    "IMPORT",
       "BUILD_TABLES", "BARRIER", "RELEASE", "FAIL", "LOSE", "REBIND", "REJOIN", "REEXCHANGE",
-      "REMAP", "RESYNC", "BREAK"};
+      "REMAP", "RESYNC", "BREAK", "FLATTEN"};
   static const char *const res[] = {
       "PHYS_HANDLE", "LOCAL_RESERVATION", "LOCAL_MAPPING",    "EXPORTED_FD",
       "BLOCK_REF",   "CHANNEL",           "RECEIVED_FD",      "IMPORTED_HANDLE",
       "SPAN_RESERVATION", "SLOT_MAPPING", "DEVICE_TABLE",     "ZERO_EVENT",
-      "SIGNAL_SLOT",      "SIGNAL_STATE"};
+      "SIGNAL_SLOT",      "SIGNAL_STATE",      "OWN_SLOT_MAPPING"};
   assert_int_equal(MORI_FSM_NSTATES, sizeof states / sizeof states[0]);
   /* the tables' masks (a row's acquisitions, a lifecycle's allowed window
    * states, the diagram's states in use) hold one bit per state */
@@ -1491,24 +1527,25 @@ static void invariant_lines_are_rendered_from_the_steps(void **state) {
       {MORI_WS_EXCHANGED, "window: 1 block reference, 1 signal slot, "
                           "0..world_size-1 received fds"},
       {MORI_WS_MAPPED, "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
-                       "world_size-1 imported handles, 1 span reservation, world_size slot "
-                       "mappings, 1 device table, 0..1 signal state"},
+                       "world_size-1 imported handles, 1 span reservation, world_size-1 slot "
+                       "mappings, 0..1 own slot mapping, 1 device table, 0..1 signal state"},
       /* a heal: one rank's fd, import and slot fewer, then a channel, then
        * back; a broken one anywhere between */
       {MORI_WS_SLOT_LOST, "window: 1 block reference, 1 signal slot, 0..world_size-2 received "
                           "fds, world_size-2 imported handles, 1 span reservation, "
-                          "world_size-1 slot mappings, 1 device table, 0..1 signal state"},
+                          "world_size-2 slot mappings, 0..1 own slot mapping, 1 device table, "
+                          "0..1 signal state"},
       {MORI_WS_REJOINED, "window: 1 block reference, 0..1 channel, 1 signal slot, "
                          "0..world_size-2 received fds, world_size-2 imported handles, 1 span "
-                         "reservation, world_size-1 slot mappings, 1 device table, 0..1 "
-                         "signal state"},
+                         "reservation, world_size-2 slot mappings, 0..1 own slot mapping, 1 "
+                         "device table, 0..1 signal state"},
       {MORI_WS_HEALED, "window: 1 block reference, 1 signal slot, 0..world_size-1 received fds, "
-                       "world_size-1 imported handles, 1 span reservation, world_size slot "
-                       "mappings, 1 device table, 0..1 signal state"},
+                       "world_size-1 imported handles, 1 span reservation, world_size-1 slot "
+                       "mappings, 0..1 own slot mapping, 1 device table, 0..1 signal state"},
       {MORI_WS_BROKEN, "window: 1 block reference, 0..1 channel, 0..1 signal slot, "
                        "0..world_size-1 received fds, world_size-2..world_size-1 imported "
-                       "handles, 1 span reservation, world_size-1..world_size slot mappings, 1 "
-                       "device table, 0..1 signal state"},
+                       "handles, 1 span reservation, world_size-2..world_size-1 slot mappings, "
+                       "0..1 own slot mapping, 1 device table, 0..1 signal state"},
       {MORI_FSM_FAILED, "empty ledger"},
   };
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {

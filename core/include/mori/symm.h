@@ -210,7 +210,12 @@ MORI_API void *const *mori_window_signal_pad_ptrs(const mori_window *w);
 MORI_API void *mori_window_buffer_ptrs_dev(const mori_window *w);
 MORI_API void *mori_window_signal_pad_ptrs_dev(const mori_window *w);
 /* The span, device address space: base and stride (slot r = base + r *
- * stride). */
+ * stride), for flat-form kernels.  The rendezvous maps every peer's slot;
+ * the first call maps the own rank's (a second mapping of the block, which
+ * buffer_ptrs never name), so it may fail: NULL, mori_last_error() naming
+ * the call, the window unchanged and usable, and the next call tries
+ * again.  Only on a window at rest (not while mori_window_heal runs on it,
+ * nor after a heal broke it, unless an earlier call mapped it). */
 MORI_API void *mori_window_span(const mori_window *w, size_t *stride);
 
 /* Stream-ordered signals over the window's own slot of the block's private

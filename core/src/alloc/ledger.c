@@ -85,6 +85,7 @@ static struct {
     [MORI_RES_IMPORTED_HANDLE] = {release_handle, 1, 0},
     [MORI_RES_SPAN_RESERVATION] = {free_reservation, 1, 0},
     [MORI_RES_SLOT_MAPPING] = {unmap, 1, 0},
+    [MORI_RES_OWN_SLOT_MAPPING] = {unmap, 1, 0},
     [MORI_RES_DEVICE_TABLE] = {free_device, 1, 0},
     /* MORI_RES_CHANNEL, MORI_RES_SIGNAL_STATE: registered by their owners */
 };

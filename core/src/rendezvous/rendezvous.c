@@ -252,14 +252,17 @@ char *mori__window_slot(const mori_window *w, int rank) {
 }
 #define slot_of mori__window_slot
 
-/* Each slot separately: one unmap per mapping at teardown, never one over
- * several (docs/quirks.md, unmap-multi).  The own slot maps the block's
- * own handle. */
+/* Each peer's slot separately: one unmap per mapping at teardown, never
+ * one over several (docs/quirks.md, unmap-multi).  The own slot stays
+ * unmapped until mori_window_span hands the span out (map_own_slot):
+ * torch's tables point at the block's own address, and a window whose
+ * span nobody asks for saves a map, a grant and an unmap. */
 static int step_map(void *p) {
   mori_window *w = ((struct rendezvous *)p)->w;
   for (int k = 0; k < w->world_size; k++) {
-    uintptr_t h = (uintptr_t)w->block->handle;
-    if (k != w->rank) MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_IMPORTED_HANDLE, k, &h));
+    uintptr_t h = 0;
+    if (k == w->rank) continue;
+    MORI_GUARD(mori__ledger_find(&w->fsm, MORI_RES_IMPORTED_HANDLE, k, &h));
     MORI_HIP("hipMemMap",
              mori_hipMemMap(slot_of(w, k), w->stride, 0, (hipMemGenericAllocationHandle_t)h, 0));
     MORI_GUARD(mori__ledger_add(&w->fsm, MORI_RES_SLOT_MAPPING, (uintptr_t)slot_of(w, k),
@@ -273,13 +276,15 @@ static int step_grant(void *p) {
   hipMemAccessDesc access = {{hipMemLocationTypeDevice, w->block->device},
                              hipMemAccessFlagsProtReadWrite};
   for (int k = 0; k < w->world_size; k++)
-    MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot_of(w, k), w->stride, &access, 1));
+    if (k != w->rank)
+      MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(slot_of(w, k), w->stride, &access, 1));
   return 0;
 }
 
 /* torch's contract: the own rank's entry is the tensor's own address
  * (buffer_ptrs[rank] + offset == data_ptr()); peers point into the span.
- * The own slot in the span stays mapped for flat-form kernels.  The two
+ * The own slot of the span is mapped only for flat-form kernels, when
+ * mori_window_span first hands the span out.  The two
  * host tables are one array (buffer pointers, then pad pointers), and so
  * are the device tables: one slot of the arena (alloc/arena.c, no runtime
  * call while a chunk of the device has room), filled by one copy on the
@@ -617,11 +622,51 @@ MORI_ACCESSOR(void *, buffer_ptrs_dev, NULL, w->buffer_ptrs_dev)
 MORI_ACCESSOR(void *, signal_pad_ptrs_dev, NULL, w->pad_ptrs_dev)
 MORI_ACCESSOR(int, max_channels, -1, w->max_channels)
 
+/* The own rank's slot of the span, mapped from the block's own handle and
+ * made accessible (fsm.h, MORI_WINDOW_FLATTEN), once per window: under
+ * mori__lock, so that two callers map it once, and only in MAPPED (not
+ * while a heal runs, nor after one broke the window).  A failure gives
+ * back what it made and leaves the window as it was, its span unmapped at
+ * the own slot, for a later call to try again. */
+static int map_own_slot(mori_window *w) {
+  if (mori_fsm_count(&w->fsm, MORI_RES_OWN_SLOT_MAPPING) > 0) return 0;
+  if (w->healing || w->fsm.state.window != MORI_WS_MAPPED)
+    return mori__error(MORI_ESTATE,
+                       "mori_window_span: window %ld (group %s) is %s%s; its own slot of the "
+                       "span is mapped only in MAPPED",
+                       w->id, w->group, mori_fsm_state_name(w->fsm.state.id),
+                       w->healing ? ", healing" : "");
+  char *slot = slot_of(w, w->rank);
+  hipMemAccessDesc access = {{hipMemLocationTypeDevice, w->block->device},
+                             hipMemAccessFlagsProtReadWrite};
+  MORI_HIP("hipSetDevice", mori_hipSetDevice(w->block->device));
+  MORI_HIP("hipMemMap", mori_hipMemMap(slot, w->stride, 0, w->block->handle, 0));
+  int rc = mori__ledger_add(&w->fsm, MORI_RES_OWN_SLOT_MAPPING, (uintptr_t)slot, w->stride, 0);
+  if (rc != 0) {
+    (void)mori_hipMemUnmap(slot, w->stride);
+    return rc;
+  }
+  hipError_t e = mori_hipMemSetAccess(slot, w->stride, &access, 1);
+  if (e == hipSuccess && mori_fsm_fire(&w->fsm, MORI_EV_FLATTEN) == 0) return 0;
+  rc = e != hipSuccess ? mori__hip_error("hipMemSetAccess", e)
+                       : mori__error(MORI_ESTATE, "mori_window_span: %s", w->fsm.why);
+  mori__first_error first;
+  (void)mori__first_set(&first, rc);
+  (void)mori__ledger_drop(&w->fsm, MORI_RES_OWN_SLOT_MAPPING, (uintptr_t)slot);
+  return mori__first_end(&first, rc);
+}
+
 void *mori_window_span(const mori_window *w, size_t *stride) {
   if (mori__window_enter(w, "mori_window_span") != 0) return NULL;
-  if (stride) *stride = w->stride;
-  void *span = w->span;
-  (void)mori__window_leave(w, 0);
+  pthread_mutex_lock(&mori__lock);
+  int rc = map_own_slot((mori_window *)w);
+  pthread_mutex_unlock(&mori__lock);
+  if (rc != 0)
+    mori__error_prefix("mori_window_span: rank %d group %s window %ld: its own slot: ", w->rank,
+                       w->group, w->id);
+  if (rc == 0 && stride) *stride = w->stride;
+  void *span = rc == 0 ? w->span : NULL;
+  (void)mori__window_leave(w, rc);
   return span;
 }
 

@@ -22,7 +22,8 @@
  *     EXCHANGED -IMPORT-> RENDEZVOUS -RESERVE-> SPAN_RESERVED -MAP->
  *     SLOTS_MAPPED -GRANT-> SLOTS_ACCESSIBLE -BUILD_TABLES-> TABLES_BUILT
  *     -BARRIER-> MAPPED
- *                                                                   (window)
+ *   MAPPED -FLATTEN-> MAPPED (the own slot of the span, at the first
+ *     mori_window_span)                                             (window)
  *   ALLOCATED | EXPORTED (block) | MAPPED (window) -RELEASE-> RELEASED
  *                                                   (ledger unwound)
  *   any non-terminal -FAIL-> FAILED (ledger rolled back)
@@ -71,8 +72,8 @@ extern "C" {
     "hipMemImportFromShareableHandle of a peer's fd or fabric blob")                              \
   X(SPAN_RESERVATION, 9, NONE, IN_ORDER, "span reservation", "span reservations",                 \
     "the reservation of world_size x stride")                                                     \
-  X(SLOT_MAPPING, 10, RANK, IN_ORDER, "slot mapping", "slot mappings",                            \
-    "hipMemMap of one rank's slot of the span")                                                   \
+  X(SLOT_MAPPING, 10, PEER, IN_ORDER, "slot mapping", "slot mappings",                            \
+    "hipMemMap of one peer's slot of the span, from the handle imported from it")                 \
   X(DEVICE_TABLE, 11, NONE, IN_ORDER, "device table", "device tables",                            \
     "the device pointer tables, one slot of the device's arena of hipMalloc chunks")              \
   X(ZERO_EVENT, 3, NONE, IN_ORDER, "zero event", "zero events",                                   \
@@ -81,7 +82,10 @@ extern "C" {
   X(SIGNAL_SLOT, 7, NONE, IN_ORDER, "signal slot", "signal slots",                                \
     "its private area of the block's signal pad (value: the window, aux: the slot)")              \
   X(SIGNAL_STATE, 12, NONE, IN_ORDER, "signal state", "signal states",                            \
-    "signal counts and the watchdog's entries for the window (value: the window)")
+    "signal counts and the watchdog's entries for the window (value: the window)")               \
+  X(OWN_SLOT_MAPPING, 10, NONE, IN_ORDER, "own slot mapping", "own slot mappings",                \
+    "hipMemMap of the block's own handle at the own rank's slot of the span, made when "          \
+    "mori_window_span first hands the span out (flat-form kernels)")
 
 /* The steps, one event each, in the order the two lists below use them;
  * a block and a window share RESERVE, MAP and GRANT. */
@@ -110,7 +114,8 @@ extern "C" {
   X(REEXCHANGE)   /* window heal: the replacement's fd received; channel closed */               \
   X(REMAP)        /* window heal: the replacement's handle imported, mapped at its slot */       \
   X(RESYNC)       /* window heal: signals from 0 on every rank (store barrier) */                \
-  X(BREAK)        /* window heal: it failed; the window is failed for good */
+  X(BREAK)        /* window heal: it failed; the window is failed for good */                    \
+  X(FLATTEN)      /* window: its own slot of the span mapped, for mori_window_span */
 
 /*
  * The two machines, one line per step in the order a driver runs them:
@@ -165,11 +170,12 @@ extern "C" {
     "handle")                                                                                     \
   X(RENDEZVOUS, RESERVE, SPAN_RESERVED, PASSES, (EXACTLY(SPAN_RESERVATION, 1)),                   \
     "a span of world_size x stride reserved, no slot mapped yet")                                 \
-  X(SPAN_RESERVED, MAP, SLOTS_MAPPED, PASSES, (EXACTLY(SLOT_MAPPING, RANKS)),                     \
-    "one slot mapped per rank (its own from the block's handle, each peer's from its import), "   \
-    "not yet accessible")                                                                         \
+  X(SPAN_RESERVED, MAP, SLOTS_MAPPED, PASSES,                                                     \
+    (EXACTLY(SLOT_MAPPING, PEERS), UP_TO(OWN_SLOT_MAPPING, 1)),                                   \
+    "one slot mapped per peer, from its import, not yet accessible; the own slot stays "          \
+    "unmapped until mori_window_span hands the span out (FLATTEN)")                               \
   X(SLOTS_MAPPED, GRANT, SLOTS_ACCESSIBLE, PASSES, (NOTHING),                                     \
-    "read-write access granted on every slot")                                                    \
+    "read-write access granted on every peer's slot")                                             \
   X(SLOTS_ACCESSIBLE, BUILD_TABLES, TABLES_BUILT, PASSES,                                         \
     (EXACTLY(DEVICE_TABLE, 1), UP_TO(SIGNAL_STATE, 1)),                                           \
     "the host tables filled; one device table, the buffer pointers then the signal pad's; "       \
@@ -191,7 +197,7 @@ extern "C" {
  */
 #define MORI_HEAL_STEPS(X)                                                                        \
   X(MAPPED, LOSE, SLOT_LOST, PASSES,                                                              \
-    (LESS(IMPORTED_HANDLE, PEERS_LESS_1), LESS(SLOT_MAPPING, PEERS),                              \
+    (LESS(IMPORTED_HANDLE, PEERS_LESS_1), LESS(SLOT_MAPPING, PEERS_LESS_1),                       \
      LESS_UP_TO(RECEIVED_FD, PEERS_LESS_1)),                                                      \
     "a rank died: its slot unmapped (the span stays reserved, every other slot mapped), the "     \
     "handle imported from it released and its fd closed")                                         \
@@ -203,17 +209,25 @@ extern "C" {
   X(REJOINED, REEXCHANGE, REEXCHANGED, PASSES, (UP_TO(RECEIVED_FD, PEERS), ENDS(CHANNEL)),         \
     "the own fd sent to the replacement and its fd received; the channel closed")                  \
   X(REEXCHANGED, REMAP, HEALED, PASSES,                                                           \
-    (EXACTLY(IMPORTED_HANDLE, PEERS), EXACTLY(SLOT_MAPPING, RANKS)),                              \
+    (EXACTLY(IMPORTED_HANDLE, PEERS), EXACTLY(SLOT_MAPPING, PEERS)),                              \
     "the replacement's handle imported and mapped at the dead rank's slot, access granted: "      \
     "every slot at the address it had")
 /* HEALED -RESYNC-> MAPPED: the window's signals start over on every rank. */
 #define MORI_HEAL_BACK(X) X(HEALED, RESYNC, MAPPED)
+/* MAPPED -FLATTEN-> MAPPED: the first mori_window_span maps the own slot
+ * of the span from the block's own handle, so that a flat-form kernel can
+ * reach every rank at span + rank x stride.  A window nobody asks for its
+ * span never maps it: the rendezvous saves a map and a grant, the teardown
+ * an unmap (torch's own tables point at the block's own address).  The
+ * count is UP_TO on both this row and MAP, so MAPPED and every heal state
+ * hold 0 or 1 of it, whichever way they were entered. */
+#define MORI_WINDOW_FLATTEN(X) X(MAPPED, FLATTEN, MAPPED, (UP_TO(OWN_SLOT_MAPPING, 1)))
 /* MAPPED (a heal failing at its first step) and any heal state -BREAK->
  * BROKEN, which rests: its ledger anywhere between SLOT_LOST's and
  * MAPPED's with a channel. */
 #define MORI_HEAL_BROKEN(X)                                                                       \
   X(BROKEN,                                                                                       \
-    (BETWEEN(IMPORTED_HANDLE, PEERS_LESS_1, PEERS), BETWEEN(SLOT_MAPPING, PEERS, RANKS),           \
+    (BETWEEN(IMPORTED_HANDLE, PEERS_LESS_1, PEERS), BETWEEN(SLOT_MAPPING, PEERS_LESS_1, PEERS),    \
      BETWEEN(RECEIVED_FD, 0, PEERS), BETWEEN(CHANNEL, 0, 1), BETWEEN(SIGNAL_SLOT, 0, 1)),          \
     "a heal failed: the window is failed for good (every later signal call and heal fails), "     \
     "never half healed; its ledger is whatever the heal left, for its teardown, less its "        \
