@@ -612,21 +612,31 @@ static int hip_find(char *why, size_t whylen) {
   return rc;
 }
 
-/* The search (hip_open), then: the version, every symbol, hipInit, the
- * version the fd ABI follows. */
-static int hip_init(char *why, size_t whylen) {
+/* The search, the file's judgement and every symbol, no runtime call
+ * (mori_shim_load); once: a bring-up after it finds them resolved. */
+static int hip_load(char *why, size_t whylen) {
   const char *opened;
   char path[PATH_MAX];
+  if (hip_lib != NULL) return 0;
   hip_lib = hip_open(&opened, path, sizeof path, why, whylen);
   if (hip_lib == NULL) return -1;
   if (hip_judge(hip_lib, path, why, whylen) ||
-      mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen) ||
-      hip_init_step("hipInit", hip.Init(0), why, whylen) ||
+      mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen))
+    return hip_fail_init();
+  *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
+  return 0;
+}
+
+/* hip_load, then: hipInit, the version the fd ABI follows. */
+static int hip_init(char *why, size_t whylen) {
+  char path[PATH_MAX];
+  if (hip_load(why, whylen) != 0) return -1;
+  loaded_path(hip_lib, hip_sonames[0], path, sizeof path);
+  if (hip_init_step("hipInit", hip.Init(0), why, whylen) ||
       hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why,
                     whylen) ||
       hip_refuse_old_runtime(runtime_version, path, why, whylen))
     return hip_fail_init();
-  *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
   return 0;
 }
 
@@ -634,6 +644,7 @@ const struct mori__shim_backend mori__shim_hip = {
     .name = "hip",
     .init = hip_init,
     .find = hip_find,
+    .load = hip_load,
     .hipMemCreate = hip_mem_create,
     .hipMemRelease = hip_mem_release,
     .hipMemRetainAllocationHandle = hip_mem_retain,

@@ -110,6 +110,25 @@ static int bring_up(const char *name) {
   return 0;
 }
 
+int mori_shim_load(const char *name) {
+  char why[1024] = "";
+  int rc = 0;
+  pthread_mutex_lock(&select_lock);
+  const struct mori__shim_backend *b = name != NULL ? find_backend(name) : NULL;
+  if (active == NULL && name != NULL && strcmp(name, "auto") != 0) {
+    if (b == NULL) {
+      snprintf(why, sizeof why, "unknown shim backend '%s' (expected auto, sim, cuda or hip)",
+               name);
+      rc = -1;
+    } else if (b->load != NULL && b->load(why, sizeof why) != 0) {
+      rc = -1;
+    }
+  }
+  if (rc != 0) mori__shim_detail("shim backend %s not loaded: %s", name, why);
+  pthread_mutex_unlock(&select_lock);
+  return rc;
+}
+
 const char *mori_shim_backend_name(int i) {
   return i >= 0 && (size_t)i < sizeof backends / sizeof backends[0] ? backends[i]->name : NULL;
 }

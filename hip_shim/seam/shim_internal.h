@@ -31,6 +31,10 @@ struct mori__shim_backend {
    * or named by the user and not loadable (why says which); NULL: always
    * there (the sim). */
   int (*find)(char *why, size_t whylen);
+  /* Load the runtime library and resolve every entry point, calling none
+   * of them (mori_shim_load); init then does only what is left.  NULL:
+   * nothing to load ahead (the sim).  0, or nonzero with why. */
+  int (*load)(char *why, size_t whylen);
 #define MORI__SHIM_ENTRY(name, arity, params, args, registry, shim, spec, errors) \
   hipError_t(*name) params;
   MORI_SHIM_HIP_CALLS(MORI__SHIM_ENTRY)

@@ -27,6 +27,26 @@ static void *driver_symbol(const char *name) {
   return sym;
 }
 
+/* Loading ahead resolves the driver and calls nothing in it: the
+ * stand-in, like the driver, answers every call but cuInit's few with
+ * CUDA_ERROR_NOT_INITIALIZED until cuInit; the bring-up after it then
+ * starts the driver.  A name that is no backend is refused, named; once a
+ * backend is up, a load is a no-op. */
+static void loading_ahead_resolves_the_driver_and_calls_nothing(void **state) {
+  typedef int (*count_fn)(int *); /* CUresult cuDeviceGetCount(int *) */
+  int n = -1;
+  assert_int_equal(mori_shim_load("cuda"), 0);
+  assert_int_equal(mori_shim_load("cuda"), 0); /* loaded once */
+  count_fn count = (count_fn)driver_symbol("cuDeviceGetCount");
+  assert_int_equal(count(&n), 3); /* CUDA_ERROR_NOT_INITIALIZED */
+  assert_int_equal(mori_shim_load("nope"), -1);
+  assert_non_null(strstr(mori_shim_message(), "unknown shim backend 'nope'"));
+  assert_string_equal(mori_shim_backend(), "cuda");
+  assert_int_equal(count(&n), 0);
+  assert_int_equal(n, SIM_DEVICES);
+  assert_int_equal(mori_shim_load("nope"), 0); /* a backend is up: nothing to load */
+}
+
 static void backend_is_cuda_and_reports_the_driver_version(void **state) {
   int version = 0;
   assert_string_equal(mori_shim_backend(), "cuda");
@@ -304,6 +324,7 @@ static void device_memory_copies_and_memops_run_on_the_driver(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(loading_ahead_resolves_the_driver_and_calls_nothing),
       cmocka_unit_test(backend_is_cuda_and_reports_the_driver_version),
       cmocka_unit_test(posix_fd_window_is_shared_with_another_process_and_torn_down_without_leaks),
       cmocka_unit_test(fabric_handle_needs_an_imex_domain),

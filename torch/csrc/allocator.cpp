@@ -133,15 +133,25 @@ const char* handle_type_name(int handle_type) {
   }
 }
 
+// At import: the runtime torch was built for, loaded and its entry points
+// resolved, nothing called in it (mori_shim_load), so that the first
+// allocation does not pay the library's loading and lookups.  A failure
+// here says nothing: the bring-up names it at the first allocation.
 void MoriAllocator::prefer_shim(const std::string& name) {
   std::lock_guard<std::mutex> lock(shim_mutex_);
   shim_ = name;
+  double t0 = now_us();
+  int rc = mori_shim_load(shim_.c_str());
+  if (log_info())
+    std::fprintf(stderr, "[mori-symm INFO] shim %s %s in %.0f us\n", shim_.c_str(),
+                 rc == 0 ? "loaded" : "not loaded", now_us() - t0);
 }
 
 // Selecting explicitly (rather than letting the first shim call pick "auto")
 // binds the shim to the runtime torch was built for.  Bring-up happens at
 // the first allocation, never at import: initializing the driver in a
-// process that may fork would break CUDA in its children.
+// process that may fork would break CUDA in its children (loading the
+// library at import, above, initializes nothing).
 void MoriAllocator::ensure_shim() {
   std::lock_guard<std::mutex> lock(shim_mutex_);
   if (shim_ready_) return;
