@@ -183,6 +183,11 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   void *ptrs[WORLD], *pads[WORLD], *ptrs_dev = mori_window_buffer_ptrs_dev(w);
   memcpy(ptrs, mori_window_buffer_ptrs(w), sizeof ptrs);
   memcpy(pads, mori_window_signal_pad_ptrs(w), sizeof pads);
+  /* The even ranks hand the span out, so their own slot of it is mapped
+   * (FLATTEN) before the death: a heal keeps it where it is. */
+  size_t stride = 0;
+  char *span = ctx->rank % 2 == 0 ? mori_window_span(w, &stride) : NULL;
+  CHECK(ctx->rank % 2 || span != NULL, "span: %s", mori_last_error());
   CHECK(mori_window_barrier(w, 0, s, 10000) == 0, "barrier: %s", mori_last_error());
   CHECK(mori_hipStreamSynchronize(s) == hipSuccess, "sync");
   if (ctx->rank == DEAD) {
@@ -204,6 +209,12 @@ static int heal_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
             ptrs_dev == mori_window_buffer_ptrs_dev(w),
         "the pointer tables moved");
   CHECK(life_pattern_differs(base, ctx->rank, 0) == 0, "own data changed by the heal");
+  if (span != NULL) {
+    size_t again = 0;
+    CHECK(mori_window_span(w, &again) == span && again == stride, "the span moved");
+    CHECK(life_pattern_differs(span + (size_t)ctx->rank * stride, ctx->rank, 0) == 0,
+          "the own slot of the span does not read the own data after the heal");
+  }
   if (after_heal(ctx, w, s, g, msg, msglen)) return 1;
   mori_sim_graph_destroy(g);
   CHECK(mori_hipStreamDestroy(s) == hipSuccess, "stream destroy");
