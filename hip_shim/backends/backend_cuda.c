@@ -711,10 +711,9 @@ static int cuda_find(char *why, size_t whylen) {
 }
 
 /* The library and every entry point, no driver call (mori_shim_load);
- * once: a bring-up after it finds them resolved.  On a GPU host this is
- * about half of the bring-up (a dlopen of the library torch loaded, 15 us,
- * and 45 lookups, 17 us, on an H100 host), which a first allocation no
- * longer pays when the program loaded it ahead. */
+ * once: a bring-up after it finds them resolved.  Most of the bring-up's
+ * time (docs/performance.md), which a first allocation no longer pays
+ * when the program loaded it ahead. */
 static int cuda_load(char *why, size_t whylen) {
   const char *opened = cuda_sonames[0];
   if (cuda_lib != NULL) return 0;
