@@ -339,10 +339,25 @@ static int given_up_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   void *base = NULL;
   mori_window *w = NULL;
   if (open_then_lose_dead(ctx, "--gives-up", &base, &w, msg, msglen)) return 1;
+  /* rank 0 hands the span out before the heal, the others never */
+  size_t stride = 0;
+  char *span = ctx->rank == 0 ? mori_window_span(w, &stride) : NULL;
+  CHECK(ctx->rank != 0 || span != NULL, "span: %s", mori_last_error());
   int rc = heal_when_gone(w, ctx->store);
   CHECK(rc == MORI_EPEER && strstr(mori_last_error(), "rank 2: no memory for its buffer"),
         "heal with a replacement that gave up: %s", mori_last_error());
   CHECK(mori_window_barrier(w, 0, NULL, 10000) == MORI_ESTATE, "the broken window signals");
+  /* A broken window keeps a span it handed out, and maps no own slot
+   * for one it did not: the teardown gives back whatever it holds. */
+  char *again = mori_window_span(w, &stride);
+  if (ctx->rank == 0)
+    CHECK(again == span, "the broken window's span: %p, was %p: %s", (void *)again, (void *)span,
+          mori_last_error());
+  else
+    CHECK(again == NULL &&
+              strstr(mori_last_error(), "is BROKEN; its own slot of the span is mapped only in "
+                                        "MAPPED") != NULL,
+          "the broken window mapped its own slot: %p: %s", (void *)again, mori_last_error());
   CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
   return ranks_finish(fds0, msg, msglen, "given up");
 }

@@ -744,6 +744,50 @@ static int no_pad_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return ranks_end(ctx, msg, msglen, fds0, base, "no pad");
 }
 
+/* Four threads ask for the span at once: each gets the same span, and the
+ * own slot is mapped once (the shim's live mappings grow by one). */
+struct span_ask {
+  mori_window *w;
+  char *span;
+};
+static void *ask_span(void *arg) {
+  struct span_ask *a = arg;
+  size_t stride = 0;
+  a->span = mori_window_span(a->w, &stride);
+  return NULL;
+}
+
+static int span_threads_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0;
+  void *base = NULL;
+  mori_window *w = NULL;
+  if (ranks_begin_block(ctx, msg, msglen, &fds0, MiB, &base, NULL, NULL)) return 1;
+  CHECK(mori_symm_rendezvous(base, "world", ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "rendezvous: %s", mori_last_error());
+  mori_shim_registry_counts before, after;
+  mori_shim_registry(&before);
+  struct span_ask asks[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    asks[i] = (struct span_ask){w, NULL};
+    CHECK(pthread_create(&t[i], NULL, ask_span, &asks[i]) == 0, "pthread_create");
+  }
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  mori_shim_registry(&after);
+  for (int i = 0; i < 4; i++)
+    CHECK(asks[i].span != NULL && asks[i].span == asks[0].span, "thread %d's span %p, thread 0's %p",
+          i, (void *)asks[i].span, (void *)asks[0].span);
+  CHECK(after.mappings == before.mappings + 1, "%ld mappings after four asks, %ld before",
+        after.mappings, before.mappings);
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+  return ranks_end(ctx, msg, msglen, fds0, base, "span threads");
+}
+
+static void the_span_asked_from_four_threads_maps_the_own_slot_once(void **s) {
+  (void)s;
+  run_expect(2, span_threads_rank, NULL, -1);
+}
+
 static void signal_pad_size_zero_turns_signals_off(void **s) { (void)s; run_expect(2, no_pad_rank, NULL, -1); }
 
 /* ---- lifetimes: references, deferred teardown, closing ---- */
@@ -892,6 +936,7 @@ int main(void) {
       cmocka_unit_test(posix_fd_group_spanning_hosts_is_refused),
       cmocka_unit_test(wait_signal_without_put_times_out),
       cmocka_unit_test(signal_pad_size_zero_turns_signals_off),
+      cmocka_unit_test(the_span_asked_from_four_threads_maps_the_own_slot_once),
       cmocka_unit_test(free_with_a_live_reference_defers_teardown_to_the_last_release),
       cmocka_unit_test(release_without_free_keeps_the_window),
       cmocka_unit_test(windows_share_the_device_tables_chunk_until_the_last_goes),
