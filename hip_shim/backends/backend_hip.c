@@ -612,31 +612,40 @@ static int hip_find(char *why, size_t whylen) {
   return rc;
 }
 
-/* The search, the file's judgement and every symbol, no runtime call
- * (mori_shim_load); once: a bring-up after it finds them resolved. */
+/* The search and every symbol, no runtime call (mori_shim_load: not even
+ * hipRuntimeGetVersion, which may bring ROCm up); once.  A runtime that
+ * lacks a symbol is not kept: the bring-up searches again and judges its
+ * version before its symbols, so that an old ROCm is refused by name. */
 static int hip_load(char *why, size_t whylen) {
   const char *opened;
   char path[PATH_MAX];
   if (hip_lib != NULL) return 0;
   hip_lib = hip_open(&opened, path, sizeof path, why, whylen);
   if (hip_lib == NULL) return -1;
-  if (hip_judge(hip_lib, path, why, whylen) ||
-      mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen))
+  if (mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen))
     return hip_fail_init();
   *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
   return 0;
 }
 
-/* hip_load, then: hipInit, the version the fd ABI follows. */
+/* The search, the version (the runtime's own answer, else its file's),
+ * every symbol, unless mori_shim_load did the search and the symbols;
+ * then hipInit and the version the fd ABI follows. */
 static int hip_init(char *why, size_t whylen) {
+  const char *opened = hip_sonames[0];
   char path[PATH_MAX];
-  if (hip_load(why, whylen) != 0) return -1;
-  loaded_path(hip_lib, hip_sonames[0], path, sizeof path);
-  if (hip_init_step("hipInit", hip.Init(0), why, whylen) ||
+  int loaded = hip_lib != NULL;
+  if (!loaded && (hip_lib = hip_open(&opened, path, sizeof path, why, whylen)) == NULL) return -1;
+  if (loaded) loaded_path(hip_lib, opened, path, sizeof path);
+  if (hip_judge(hip_lib, path, why, whylen) ||
+      (!loaded &&
+       mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen)) ||
+      hip_init_step("hipInit", hip.Init(0), why, whylen) ||
       hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why,
                     whylen) ||
       hip_refuse_old_runtime(runtime_version, path, why, whylen))
     return hip_fail_init();
+  if (!loaded) *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
   return 0;
 }
 

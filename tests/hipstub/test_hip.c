@@ -18,6 +18,22 @@ static int claimed_version(void) {
 
 /* ---- tests ---- */
 
+/* Loading ahead opens the runtime and resolves its symbols, and calls
+ * nothing in it, not even hipRuntimeGetVersion (which may bring ROCm
+ * up): the stand-in counts every call it answers.  The bring-up then
+ * judges the version and starts it. */
+static void loading_ahead_resolves_the_runtime_and_calls_nothing(void **state) {
+  assert_int_equal(mori_shim_load("hip"), 0);
+  void *lib = dlopen(getenv("MORI_SYMM_HIP_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(lib);
+  long (*calls)(void) = (long (*)(void))dlsym(lib, "hipStandinCalls");
+  assert_non_null(calls);
+  dlclose(lib); /* the shim still holds it */
+  assert_int_equal(calls(), 0);
+  assert_string_equal(mori_shim_backend(), "hip");
+  assert_true(calls() >= 2); /* hipRuntimeGetVersion, hipInit, ... */
+}
+
 static void backend_reports_the_version_the_runtime_claims(void **state) {
   int version = 0;
   assert_string_equal(mori_shim_backend(), "hip");
@@ -221,6 +237,7 @@ static void device_allocation_and_memops_pass_through(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(loading_ahead_resolves_the_runtime_and_calls_nothing),
       cmocka_unit_test(backend_reports_the_version_the_runtime_claims),
       cmocka_unit_test(posix_fd_window_is_shared_with_another_process_and_torn_down_without_leaks),
       cmocka_unit_test(import_under_the_other_rocm_abi_fails_loudly),

@@ -24,15 +24,16 @@ extern "C" {
  * -1 with mori_shim_message() saying why (e.g. backend not built). */
 MORI_API int mori_shim_select(const char *name);
 /* Loads backend `name`'s runtime library ("cuda", "hip") and resolves its
- * entry points, and calls nothing in it: no hipInit, no cuInit, nothing a
- * later fork would inherit but the mapped library, so a program may ask
+ * entry points, and calls nothing in it: no hipInit, no cuInit, not even
+ * hipRuntimeGetVersion (the version check stays with the bring-up),
+ * nothing a later fork would inherit but the mapped library, so a program may ask
  * for it at start-up (the torch adapter does, at import) and take the
  * library's loading and symbol lookup off its first allocation.  The
  * bring-up (mori_shim_select, or the first call) then only starts the
  * runtime.  0 on success, or when a backend is already active, or for
  * "sim" and "auto" (which load nothing ahead); -1 with mori_shim_message()
- * saying why (the same reasons a bring-up would give), which a bring-up
- * later says again. */
+ * saying why (the library or a symbol missing), which a bring-up later
+ * says again, or more precisely (an old ROCm refused by its version). */
 MORI_API int mori_shim_load(const char *name);
 /* The backends built in ("sim", "cuda", "hip"), by index; NULL past the
  * last. */
