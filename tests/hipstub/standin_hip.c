@@ -89,7 +89,10 @@ static int claimed_version(void) {
   return v != NULL && *v != '\0' ? atoi(v) : STANDIN_DEFAULT_VERSION;
 }
 
+/* As ROCm's own hipInit (CLR's hip_context.cpp) answers: flags other than
+ * 0 are refused with hipErrorInvalidValue (HIP 5.2's accepted any). */
 hipError_t hipInit(unsigned int flags) {
+  if (flags != 0) return done(hipErrorInvalidValue);
   hipError_t e = ready();
   if (e == hipSuccess) __atomic_store_n(&initialised, 1, __ATOMIC_RELEASE);
   return done(e);
