@@ -631,11 +631,8 @@ MORI_ACCESSOR(int, max_channels, -1, w->max_channels)
 static int map_own_slot(mori_window *w) {
   if (mori_fsm_count(&w->fsm, MORI_RES_OWN_SLOT_MAPPING) > 0) return 0;
   if (w->healing || w->fsm.state.window != MORI_WS_MAPPED)
-    return mori__error(MORI_ESTATE,
-                       "mori_window_span: window %ld (group %s) is %s%s; its own slot of the "
-                       "span is mapped only in MAPPED",
-                       w->id, w->group, mori_fsm_state_name(w->fsm.state.id),
-                       w->healing ? ", healing" : "");
+    return mori__error(MORI_ESTATE, "the window is %s%s, and it is mapped only in MAPPED",
+                       mori_fsm_state_name(w->fsm.state.id), w->healing ? " (healing)" : "");
   char *slot = slot_of(w, w->rank);
   hipMemAccessDesc access = {{hipMemLocationTypeDevice, w->block->device},
                              hipMemAccessFlagsProtReadWrite};
@@ -649,7 +646,7 @@ static int map_own_slot(mori_window *w) {
   hipError_t e = mori_hipMemSetAccess(slot, w->stride, &access, 1);
   if (e == hipSuccess && mori_fsm_fire(&w->fsm, MORI_EV_FLATTEN) == 0) return 0;
   rc = e != hipSuccess ? mori__hip_error("hipMemSetAccess", e)
-                       : mori__error(MORI_ESTATE, "mori_window_span: %s", w->fsm.why);
+                       : mori__error(MORI_ESTATE, "%s", w->fsm.why);
   mori__first_error first;
   (void)mori__first_set(&first, rc);
   (void)mori__ledger_drop(&w->fsm, MORI_RES_OWN_SLOT_MAPPING, (uintptr_t)slot);
