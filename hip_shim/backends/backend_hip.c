@@ -612,6 +612,14 @@ static int hip_find(char *why, size_t whylen) {
   return rc;
 }
 
+/* Every symbol of hip_lib, opened as `opened`: all or none. */
+static int hip_resolve(const char *opened, char *why, size_t whylen) {
+  if (mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen))
+    return -1;
+  *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
+  return 0;
+}
+
 /* The search and every symbol, no runtime call (mori_shim_load: not even
  * hipRuntimeGetVersion, which may bring ROCm up); once.  A runtime that
  * lacks a symbol is not kept: the bring-up searches again and judges its
@@ -622,10 +630,7 @@ static int hip_load(char *why, size_t whylen) {
   if (hip_lib != NULL) return 0;
   hip_lib = hip_open(&opened, path, sizeof path, why, whylen);
   if (hip_lib == NULL) return -1;
-  if (mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen))
-    return hip_fail_init();
-  *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
-  return 0;
+  return hip_resolve(opened, why, whylen) != 0 ? hip_fail_init() : 0;
 }
 
 /* The search, the version (the runtime's own answer, else its file's),
@@ -638,14 +643,12 @@ static int hip_init(char *why, size_t whylen) {
   if (!loaded && (hip_lib = hip_open(&opened, path, sizeof path, why, whylen)) == NULL) return -1;
   if (loaded) loaded_path(hip_lib, opened, path, sizeof path);
   if (hip_judge(hip_lib, path, why, whylen) ||
-      (!loaded &&
-       mori__gpu_resolve(hip_lib, opened, hip_symbols, MORI_GPU_COUNT(hip_symbols), why, whylen)) ||
+      (!loaded && hip_resolve(opened, why, whylen)) ||
       hip_init_step("hipInit", hip.Init(0), why, whylen) ||
       hip_init_step("hipRuntimeGetVersion", hip.RuntimeGetVersion(&runtime_version), why,
                     whylen) ||
       hip_refuse_old_runtime(runtime_version, path, why, whylen))
     return hip_fail_init();
-  if (!loaded) *(void **)&hip.StreamBatchMemOp = dlsym(hip_lib, "hipStreamBatchMemOp");
   return 0;
 }
 

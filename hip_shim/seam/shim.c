@@ -70,6 +70,11 @@ static const struct mori__shim_backend *find_backend(const char *name) {
   return NULL;
 }
 
+/* The one refusal of a name that is no backend, for select, find and load. */
+static void say_unknown_backend(char *buf, size_t len, const char *name) {
+  snprintf(buf, len, "unknown shim backend '%s' (expected auto, sim, cuda or hip)", name);
+}
+
 static void registry_report_at_exit(void);
 
 /* Tries each candidate in turn; auto means the GPU runtimes, never sim:
@@ -97,8 +102,7 @@ static int bring_up(const char *name) {
   }
   const struct mori__shim_backend *b = find_backend(name);
   if (b == NULL) {
-    snprintf(select_failure, sizeof select_failure,
-             "unknown shim backend '%s' (expected auto, sim, cuda or hip)", name);
+    say_unknown_backend(select_failure, sizeof select_failure, name);
     return -1;
   }
   if (b->init(why, sizeof why) != 0) {
@@ -117,8 +121,7 @@ int mori_shim_load(const char *name) {
   const struct mori__shim_backend *b = name != NULL ? find_backend(name) : NULL;
   if (active == NULL && name != NULL && strcmp(name, "auto") != 0) {
     if (b == NULL) {
-      snprintf(why, sizeof why, "unknown shim backend '%s' (expected auto, sim, cuda or hip)",
-               name);
+      say_unknown_backend(why, sizeof why, name);
       rc = -1;
     } else if (b->load != NULL && b->load(why, sizeof why) != 0) {
       rc = -1;
@@ -150,8 +153,7 @@ int mori_shim_runtime_find(const char *name, char *why, size_t whylen) {
   for (size_t i = 0; i < n; i++) {
     const struct mori__shim_backend *b = find_backend(names[i]);
     if (b == NULL) {
-      snprintf(why, whylen, "unknown shim backend '%s' (expected auto, sim, cuda or hip)",
-               names[i]);
+      say_unknown_backend(why, whylen, names[i]);
       return -1;
     }
     reason[0] = '\0';
