@@ -568,6 +568,7 @@ class Rank:
         self.torch, self.dist = torch, dist
         self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         self.args, self.keep = args, []
+        self.nvtx = os.environ.get("COMPARE_NVTX") == "1"
         ngpu = torch.cuda.device_count()
         self.device = torch.device("cuda", self.rank % ngpu)
         torch.cuda.set_device(self.device)
@@ -609,13 +610,27 @@ class Rank:
     def gpu_time(self, fn, iters: int, warmup: int = 3) -> float:
         return self.a2a.gpu_time(fn, iters, self.cpu, warmup)
 
-    def timed(self, fn):
+    def timed(self, fn, name: str = ""):
         """(result, host seconds to the end of its device work)."""
         self.torch.cuda.synchronize()
+        self.mark(name)
         t0 = time.perf_counter()
         out = fn()
         self.torch.cuda.synchronize()
-        return out, time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.unmark(name)
+        return out, dt
+
+    # With COMPARE_NVTX=1 each timed step is an NVTX range named
+    # "BACKEND:step", for a profiler's timeline (nsys -t cuda,nvtx); off,
+    # nothing is called.
+    def mark(self, name: str) -> None:
+        if name and self.nvtx:
+            self.torch.cuda.nvtx.range_push(f"{self.args.backend}:{name}")
+
+    def unmark(self, name: str) -> None:
+        if name and self.nvtx:
+            self.torch.cuda.nvtx.range_pop()
 
     def healthy(self) -> bool:
         try:
@@ -647,9 +662,9 @@ def store_kind() -> str:
 
 
 def g_fresh(R: Rank, _size):
-    t, alloc_s = R.timed(lambda: R.alloc(MIB))
+    t, alloc_s = R.timed(lambda: R.alloc(MIB), "first_alloc")
     R.host_barrier()  # every peer has its block: the rendezvous alone is timed
-    hdl, rdv_s = R.timed(lambda: R.symm_mem.rendezvous(t, R.group))
+    hdl, rdv_s = R.timed(lambda: R.symm_mem.rendezvous(t, R.group), "first_rendezvous")
     R.keep.append((t, hdl))
     # Their sum too: work a backend moves between the two still counts.
     return {"alloc_first_ms": alloc_s, "rendezvous_first_ms": rdv_s,
@@ -661,18 +676,20 @@ def g_cycle(R: Rank, _size):
              "cycle_ms": []}
     for _ in range(R.args.cycles):
         R.host_barrier()
+        R.mark("alloc")
         t0 = time.perf_counter()
         t = R.alloc(MIB)
         h = time.perf_counter() - t0  # synchronous work shows here, stream work below
         R.torch.cuda.synchronize()
         a = time.perf_counter() - t0
+        R.unmark("alloc")
         R.host_barrier()
-        hdl, r = R.timed(lambda: R.symm_mem.rendezvous(t, R.group))
-        _, b = R.timed(lambda: hdl.barrier(channel=0))
+        hdl, r = R.timed(lambda: R.symm_mem.rendezvous(t, R.group), "rendezvous")
+        _, b = R.timed(lambda: hdl.barrier(channel=0), "barrier")
         R.host_barrier()  # no peer still signals into this block
         holder = [t, hdl]
         del t, hdl
-        _, f = R.timed(holder.clear)
+        _, f = R.timed(holder.clear, "free")
         for key, v in (("alloc_ms", a), ("alloc_host_ms", h), ("rendezvous_warm_ms", r),
                        ("free_ms", f), ("cycle_ms", a + r + b + f)):
             parts[key].append(v)

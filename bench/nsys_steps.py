@@ -1,0 +1,185 @@
+"""bench/nsys_steps.py - what each timed step of compare.py calls, from an
+nsys profile, for both backends side by side.
+
+compare.py with COMPARE_NVTX=1 names each timed step an NVTX range
+"BACKEND:step" (fresh: first_alloc, first_rendezvous; cycle: alloc,
+rendezvous, barrier, free).  Profile a run and export it to SQLite:
+
+    COMPARE_NVTX=1 nsys profile -t cuda,nvtx -s none --cpuctxsw=none \\
+        --export=sqlite -o /tmp/cmp python3 bench/compare.py --only fresh,cycle ...
+    python3 bench/nsys_steps.py /tmp/cmp.sqlite [--timeline STEP:N]
+
+For each backend and step it prints, over every range of that name (any
+rank, any launch): the range's median length, then per CUDA API call made
+by the range's thread inside it (runtime and driver alike) the calls per
+range and the median time per range, then the device work of the range's
+process that started inside it (memsets, kernels, copies): its median
+device time and how long after the range began it started.  --timeline
+STEP:N lists the Nth range of STEP (e.g. alloc:3) of each backend event
+by event, with every process's device work beside it.
+
+Only the standard library; the schema's columns are looked up, not
+assumed, so an nsys that names a column differently fails by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+from collections import defaultdict
+
+
+def columns(db, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def tables(db) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def pid_of(global_id: int) -> int:
+    return (global_id >> 24) & 0xFFFFFF
+
+
+def load(path: str):
+    db = sqlite3.connect(path)
+    have = tables(db)
+    strings = dict(db.execute("SELECT id, value FROM StringIds"))
+    # NVTX push/pop ranges: text inline, or registered (textId)
+    ncols = columns(db, "NVTX_EVENTS")
+    text = "COALESCE(text, '')" if "textId" not in ncols else "text"
+    q = f"SELECT start, end, {text}, globalTid" + (", textId" if "textId" in ncols else "")
+    ranges = []
+    for row in db.execute(q + " FROM NVTX_EVENTS WHERE end IS NOT NULL"):
+        name = row[2] or (strings.get(row[4], "") if len(row) > 4 and row[4] is not None else "")
+        if ":" in name:
+            ranges.append((row[0], row[1], name, row[3]))
+    api = defaultdict(list)  # globalTid -> [(start, end, name)]
+    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if t in have:
+            for s, e, n, tid in db.execute(f"SELECT start, end, nameId, globalTid FROM {t}"):
+                api[tid].append((s, e, strings.get(n, str(n))))
+    dev = defaultdict(list)  # pid -> [(start, end, what)]
+    kinds = {"CUPTI_ACTIVITY_KIND_MEMSET": "memset", "CUPTI_ACTIVITY_KIND_MEMCPY": "memcpy",
+             "CUPTI_ACTIVITY_KIND_KERNEL": "kernel"}
+    for t, what in kinds.items():
+        if t not in have:
+            continue
+        cols = columns(db, t)
+        pidcol = "globalPid" if "globalPid" in cols else None
+        if pidcol is None:
+            sys.exit(f"nsys_steps: {t} has no globalPid column: {sorted(cols)}")
+        extra = ", shortName" if "shortName" in cols else (", bytes" if "bytes" in cols else "")
+        for row in db.execute(f"SELECT start, end, {pidcol}{extra} FROM {t}"):
+            label = what
+            if extra == ", shortName":
+                label = f"kernel {strings.get(row[3], row[3])}"
+            elif extra == ", bytes":
+                label = f"{what} {row[3]} B"
+            dev[pid_of(row[2])].append((row[0], row[1], label))
+    for v in list(api.values()) + list(dev.values()):
+        v.sort()
+    return ranges, api, dev
+
+
+def inside(events, s, e):
+    return [x for x in events if x[0] >= s and x[0] < e]
+
+
+def median(v):
+    return statistics.median(v) if v else 0.0
+
+
+def summary(ranges, api, dev) -> None:
+    by = defaultdict(list)
+    for r in ranges:
+        by[r[2]].append(r)
+    backends = sorted({n.split(":", 1)[0] for n in by})
+    steps = []
+    for n in by:
+        st = n.split(":", 1)[1]
+        if st not in steps:
+            steps.append(st)
+    for st in steps:
+        print(f"\n## {st}\n")
+        print("| what | " + " | ".join(f"{b}: calls | {b}: us" for b in backends) + " |")
+        print("|---|" + "---:|---:|" * len(backends))
+        rows = defaultdict(dict)
+        order = []
+        for b in backends:
+            rs = by.get(f"{b}:{st}", [])
+            if not rs:
+                continue
+            rows["(range)"][b] = (len(rs), median([(r[1] - r[0]) / 1e3 for r in rs]))
+            per = defaultdict(lambda: [[0, 0.0] for _ in rs])
+            dper = defaultdict(lambda: [[0, 0.0, []] for _ in rs])
+            for i, (s, e, _n, tid) in enumerate(rs):
+                for (a, z, name) in inside(api.get(tid, []), s, e):
+                    per[name][i][0] += 1
+                    per[name][i][1] += (z - a) / 1e3
+                for (a, z, what) in inside(dev.get(pid_of(tid), []), s, e):
+                    key = "device: " + what.split(" ")[0] + (" " + what.split(" ")[1]
+                                                           if what.startswith("kernel") else "")
+                    dper[key][i][0] += 1
+                    dper[key][i][1] += (z - a) / 1e3
+                    dper[key][i][2].append((a - s) / 1e3)
+            for name, v in sorted(per.items(), key=lambda kv: -median([x[1] for x in kv[1]])):
+                rows[name][b] = (median([x[0] for x in v]), median([x[1] for x in v]))
+                if name not in order:
+                    order.append(name)
+            for name, v in dper.items():
+                rows[name][b] = (median([x[0] for x in v]), median([x[1] for x in v]))
+                starts = [min(x[2]) for x in v if x[2]]
+                rows[name + " (starts after, us)"][b] = (len(starts), median(starts))
+                for k in (name, name + " (starts after, us)"):
+                    if k not in order:
+                        order.append(k)
+        for name in ["(range)"] + order:
+            cells = []
+            for b in backends:
+                c = rows[name].get(b)
+                cells.append(f"{c[0]:g} | {c[1]:.1f}" if c else "- | -")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def timeline(ranges, api, dev, spec: str) -> None:
+    st, n = spec.rsplit(":", 1)
+    n = int(n)
+    by = defaultdict(list)
+    for r in ranges:
+        if r[2].split(":", 1)[1] == st:
+            by[r[2].split(":", 1)[0]].append(r)
+    for b, rs in sorted(by.items()):
+        rs.sort()
+        # the nth range of each rank: ranks of one launch end up adjacent
+        pick = [r for r in rs[2 * n: 2 * n + 2]]
+        print(f"\n## timeline {b}:{st} #{n}\n")
+        for s, e, name, tid in pick:
+            print(f"- rank thread {tid & 0xFFFFFF} pid {pid_of(tid)}: {name} {(e - s) / 1e3:.1f} us")
+            for (a, z, what) in inside(api.get(tid, []), s, e):
+                print(f"    +{(a - s) / 1e3:8.1f} {(z - a) / 1e3:8.1f}  api {what}")
+            for pid, evs in dev.items():
+                for (a, z, what) in inside(evs, s - 0, e):
+                    print(f"    +{(a - s) / 1e3:8.1f} {(z - a) / 1e3:8.1f}  device pid {pid}"
+                          f"{' (own)' if pid == pid_of(tid) else ''}: {what}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("sqlite")
+    p.add_argument("--timeline", action="append", default=[], help="STEP:N, e.g. alloc:3")
+    a = p.parse_args()
+    ranges, api, dev = load(a.sqlite)
+    if not ranges:
+        print("nsys_steps: no BACKEND:step NVTX ranges (was COMPARE_NVTX=1 set?)", file=sys.stderr)
+        return 1
+    summary(ranges, api, dev)
+    for t in a.timeline:
+        timeline(ranges, api, dev, t)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
