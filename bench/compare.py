@@ -569,6 +569,11 @@ class Rank:
         self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         self.args, self.keep = args, []
         self.nvtx = os.environ.get("COMPARE_NVTX") == "1"
+        self.cupti = None
+        if os.environ.get("COMPARE_CUPTI"):
+            import ctypes
+
+            self.cupti = ctypes.CDLL(os.environ["COMPARE_CUPTI"])
         ngpu = torch.cuda.device_count()
         self.device = torch.device("cuda", self.rank % ngpu)
         torch.cuda.set_device(self.device)
@@ -622,15 +627,22 @@ class Rank:
         return out, dt
 
     # With COMPARE_NVTX=1 each timed step is an NVTX range named
-    # "BACKEND:step", for a profiler's timeline (nsys -t cuda,nvtx); off,
-    # nothing is called.
-    def mark(self, name: str) -> None:
-        if name and self.nvtx:
-            self.torch.cuda.nvtx.range_push(f"{self.args.backend}:{name}")
+    # "BACKEND:step", for a profiler's timeline (nsys -t cuda,nvtx); with
+    # COMPARE_CUPTI=LIB, a range of bench/cupti_trace.c's.  Off, nothing
+    # is called.  bench/nsys_steps.py reads either.
+    def mark(self, name: str, begin: int = 1) -> None:
+        if not name:
+            return
+        if self.nvtx:
+            if begin:
+                self.torch.cuda.nvtx.range_push(f"{self.args.backend}:{name}")
+            else:
+                self.torch.cuda.nvtx.range_pop()
+        if self.cupti is not None:
+            self.cupti.cupti_trace_mark(f"{self.args.backend}:{name}".encode(), begin)
 
     def unmark(self, name: str) -> None:
-        if name and self.nvtx:
-            self.torch.cuda.nvtx.range_pop()
+        self.mark(name, 0)
 
     def healthy(self) -> bool:
         try:

@@ -18,6 +18,9 @@ device time and how long after the range began it started.  --timeline
 STEP:N lists the Nth range of STEP (e.g. alloc:3) of each backend event
 by event, with every process's device work beside it.
 
+Without nsys, bench/cupti_trace.c records the same (its header says how)
+and this reads the directory of its files in place of the SQLite file.
+
 Only the standard library; the schema's columns are looked up, not
 assumed, so an nsys that names a column differently fails by name.
 """
@@ -84,6 +87,39 @@ def load(path: str):
     return ranges, api, dev
 
 
+def load_cupti(path: str):
+    """bench/cupti_trace.c's trace-PID.tsv files in PATH.  A range's API
+    calls are its process's (any thread), keyed as the range is."""
+    import glob
+    import os
+
+    ranges, api, dev = [], defaultdict(list), defaultdict(list)
+    files = sorted(glob.glob(os.path.join(path, "trace-*.tsv")))
+    if not files:
+        sys.exit(f"nsys_steps: no trace-*.tsv in {path}")
+    for f in files:
+        pid = int(os.path.basename(f)[6:-4])
+        key = pid << 24
+        open_ranges = defaultdict(list)
+        with open(f) as fh:
+            for line in fh:
+                x = line.rstrip("\n").split("\t")
+                if x[0] == "A" and len(x) >= 6:
+                    api[key].append((int(x[1]), int(x[2]), x[5]))
+                elif x[0] in "MCK" and len(x) >= 3:
+                    what = {"M": "memset", "C": "memcpy", "K": "kernel"}[x[0]]
+                    dev[pid].append((int(x[1]), int(x[2]), what + (f" {x[3]} B" if len(x) > 3
+                                                                   else " -")))
+                elif x[0] == "R" and len(x) >= 5:
+                    if x[3] == "B":
+                        open_ranges[x[4]].append(int(x[1]))
+                    elif open_ranges[x[4]]:
+                        ranges.append((open_ranges[x[4]].pop(), int(x[1]), x[4], key))
+    for v in list(api.values()) + list(dev.values()):
+        v.sort()
+    return ranges, api, dev
+
+
 def inside(events, s, e):
     return [x for x in events if x[0] >= s and x[0] < e]
 
@@ -120,8 +156,7 @@ def summary(ranges, api, dev) -> None:
                     per[name][i][0] += 1
                     per[name][i][1] += (z - a) / 1e3
                 for (a, z, what) in inside(dev.get(pid_of(tid), []), s, e):
-                    key = "device: " + what.split(" ")[0] + (" " + what.split(" ")[1]
-                                                           if what.startswith("kernel") else "")
+                    key = "device: " + what.split(" ")[0]
                     dper[key][i][0] += 1
                     dper[key][i][1] += (z - a) / 1e3
                     dper[key][i][2].append((a - s) / 1e3)
@@ -168,10 +203,12 @@ def timeline(ranges, api, dev, spec: str) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("sqlite")
+    p.add_argument("sqlite", help="nsys's SQLite export, or a directory of cupti_trace.c's files")
     p.add_argument("--timeline", action="append", default=[], help="STEP:N, e.g. alloc:3")
     a = p.parse_args()
-    ranges, api, dev = load(a.sqlite)
+    import os
+
+    ranges, api, dev = (load_cupti if os.path.isdir(a.sqlite) else load)(a.sqlite)
     if not ranges:
         print("nsys_steps: no BACKEND:step NVTX ranges (was COMPARE_NVTX=1 set?)", file=sys.stderr)
         return 1
