@@ -62,6 +62,8 @@ extern const mori__res_info mori__res_infos[MORI_RES__COUNT];
  * machine kinds whose rows record kind r. */
 unsigned mori__fsm_acquires(const mori__fsm_row *r);
 unsigned mori__fsm_owners(mori_res r);
+/* 1 once the rows' answers are derived (at the library's load). */
+int mori__fsm_derived(void);
 /* What the ledger holds on entry to state s of a kind: the counts the
  * steps on the path from INIT to s set, every other kind 0.  Returns 0, or
  * -1 when the kind never reaches s. */

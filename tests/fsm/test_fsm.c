@@ -1978,8 +1978,19 @@ static void dot_draws_each_lifecycle_as_a_cluster_of_its_rows(void **state) {
   free(dot);
 }
 
+/* Read by main before any test runs: whatever the tests call later, the
+ * rows' answers were derived when the library was loaded. */
+static int derived_before_main_ran;
+
+static void the_rows_answers_are_derived_when_the_library_is_loaded(void **state) {
+  (void)state;
+  assert_int_equal(derived_before_main_ran, 1);
+}
+
 int main(int argc, char **argv) {
+  derived_before_main_ran = mori__fsm_derived();
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(the_rows_answers_are_derived_when_the_library_is_loaded),
       cmocka_unit_test(next_matches_expected_triples_for_every_kind_state_event),
       cmocka_unit_test(next_rejects_out_of_range_kind_state_and_event),
       cmocka_unit_test(every_triple_moves_when_legal_and_changes_nothing_when_not),
