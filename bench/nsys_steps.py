@@ -21,7 +21,8 @@ by event, with every process's device work beside it.
 Without nsys, bench/cupti_trace.c records the same (its header says how)
 and this reads the directory of its files in place of the SQLite file.
 
-Only the standard library; the schema's columns are looked up, not
+python3 bench/nsys_steps.py --selftest reads both inputs made up in a
+temporary folder (ctest runs it).  Only the standard library; the schema's columns are looked up, not
 assumed, so an nsys that names a column differently fails by name.
 """
 
@@ -201,7 +202,74 @@ def timeline(ranges, api, dev, spec: str) -> None:
                           f"{' (own)' if pid == pid_of(tid) else ''}: {what}")
 
 
+def selftest() -> int:
+    """Both inputs, made up here: two backends' alloc ranges with their
+    calls and device work; the table and the timeline must read them back."""
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    def check(out: str, want: list[str]) -> None:
+        for w in want:
+            if w not in out:
+                sys.exit(f"nsys_steps selftest: FAIL: {w!r} not in:\n{out}")
+
+    want = ["| (range) | 2 | 300.0 | 2 | 400.0 |", "| cuMemCreate | 1 | 49.0 | 1 | 49.0 |",
+            "| cudaDeviceSynchronize | 1 | 230.0 | 1 | 330.0 |",
+            "| device: memset (starts after, us) | 2 | 100.0 | 2 | 200.0 |",
+            "| cuEventRecord | - | - | 1 | 2.0 |", "api cuMemCreate", "(own): memset 2097152 B"]
+    with tempfile.TemporaryDirectory() as d:
+        db = sqlite3.connect(os.path.join(d, "t.sqlite"))
+        db.execute("create table StringIds(id integer, value text)")
+        db.execute("create table NVTX_EVENTS(start int, end int, text text, globalTid int, "
+                   "textId int)")
+        db.execute("create table CUPTI_ACTIVITY_KIND_RUNTIME(start int, end int, nameId int, "
+                   "globalTid int)")
+        db.execute("create table CUPTI_ACTIVITY_KIND_MEMSET(start int, end int, globalPid int, "
+                   "bytes int)")
+        db.executemany("insert into StringIds values(?,?)",
+                       [(1, "cuMemCreate"), (2, "cudaDeviceSynchronize"), (3, "cuEventRecord")])
+        lines = defaultdict(list)
+        for b, pid, extra in (("CUDA", 100, 0), ("MORI", 200, 100000)):
+            tid = (pid << 24) | pid
+            for i in range(2):
+                s = i * 10**6 + pid * 10
+                db.execute("insert into NVTX_EVENTS values(?,?,?,?,NULL)",
+                           (s, s + 300000 + extra, f"{b}:alloc", tid))
+                calls = [(s + 1000, s + 50000, 1), (s + 60000, s + 290000 + extra, 2)]
+                if b == "MORI":
+                    calls.append((s + 50500, s + 52500, 3))
+                for a, z, n in calls:
+                    db.execute("insert into CUPTI_ACTIVITY_KIND_RUNTIME values(?,?,?,?)",
+                               (a, z, n, tid))
+                    name = {1: "cuMemCreate", 2: "cudaDeviceSynchronize", 3: "cuEventRecord"}[n]
+                    lines[pid].append(f"A\t{a}\t{z}\t{pid}\tD\t{name}")
+                m = (s + 100000 + extra, s + 107000 + extra)
+                db.execute("insert into CUPTI_ACTIVITY_KIND_MEMSET values(?,?,?,?)",
+                           (m[0], m[1], pid << 24, 2097152))
+                lines[pid] += [f"R\t{s}\t{pid}\tB\t{b}:alloc",
+                               f"M\t{m[0]}\t{m[1]}\t2097152",
+                               f"R\t{s + 300000 + extra}\t{pid}\tE\t{b}:alloc"]
+        db.commit()
+        db.close()
+        for pid, ls in lines.items():
+            with open(os.path.join(d, f"trace-{pid}.tsv"), "w") as f:
+                f.write("\n".join(ls) + "\n")
+        for src in (os.path.join(d, "t.sqlite"), d):
+            out = io.StringIO()
+            ranges, api, dev = (load_cupti if os.path.isdir(src) else load)(src)
+            with contextlib.redirect_stdout(out):
+                summary(ranges, api, dev)
+                timeline(ranges, api, dev, "alloc:0")
+            check(out.getvalue(), want)
+    print("nsys_steps selftest: ok")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--selftest"]:
+        return selftest()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sqlite", help="nsys's SQLite export, or a directory of cupti_trace.c's files")
     p.add_argument("--timeline", action="append", default=[], help="STEP:N, e.g. alloc:3")
