@@ -10,7 +10,10 @@
 #   4. a profile of MORI's first rendezvous at one rank (step lines and the
 #      fault shim's count= profile; figures, no verdict);
 #   5. a process's first allocation (tests/gpu/first_alloc.py): figures, and
-#      the driver's answer to a fabric create beside the cuda backend's.
+#      the driver's answer to a fabric create beside the cuda backend's;
+#   6. compare.py's steps call by call under CUPTI (bench/cupti_trace.sh:
+#      every driver and runtime call and device operation of each timed
+#      step, both backends; figures, no verdict), where CUPTI is installed.
 # Each step prints PASS or FAIL; the exit status is nonzero if any failed.
 #   COMPARE_ARGS="..."   extra arguments for compare.py (e.g. --rounds 5)
 set -uo pipefail
@@ -118,6 +121,10 @@ LIBDIR=${LIB:-$PWD/build-gpu/lib}
 rc=${PIPESTATUS[0]}
 verdict first_alloc_fabric_answer_agrees_with_the_driver "$rc" \
   "exit status $rc, $((SECONDS - t0)) s; table in $OUT/first_alloc.log"
+
+# 6. Call by call (the table docs/performance.md's "Call by call" reads).
+bash bench/cupti_trace.sh "$OUT/steps" >"$OUT/steps.log" 2>&1
+echo "steps: exit status $? ($(tail -1 "$OUT/steps.log"))"
 
 echo "compare part: ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
