@@ -74,6 +74,8 @@ refused MORI_SYMM_TEARDOWN false demo "expected 0 or 1"
 refused MORI_SYMM_ALLOW_OVERLAPPING_DEVICES true demo "expected 0 or 1"
 refused MORI_SYMM_MEMOP_BATCH off demo "expected 0 or 1"
 taken MORI_SYMM_MEMOP_BATCH 0 demo
+refused MORI_SYMM_KEEP_WARM yes demo "expected 0 or 1"
+taken MORI_SYMM_KEEP_WARM 1 demo
 
 # the shim's report switch, read at exit: said, named
 for var in MORI_SHIM_REGISTRY_REPORT MORI_SHIM_LEDGER_REPORT; do

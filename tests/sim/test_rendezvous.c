@@ -542,6 +542,50 @@ static void alloc_exports_nothing_until_the_first_rendezvous_of_its_block(void *
   run_expect(2, lazy_export_rank, NULL, -1);
 }
 
+/* Keeping warm (mori_symm_set_keep_warm, the torch adapter's choice): a
+ * process whose windows come and go one at a time keeps, after each last
+ * free, one device-table chunk and the last exported fd of a small block,
+ * so that the next rendezvous neither allocates a chunk nor rebuilds the
+ * driver's export state; a block larger than MORI_SYMM_WARM_EXPORT_MAX
+ * has its fd closed (its memory would stay with it); release_all gives
+ * everything kept back. */
+static int warm_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  int fds0;
+  if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
+  mori_symm_set_keep_warm(1);
+  for (int i = 0; i < 4; i++) {
+    void *base = NULL;
+    mori_window *w = NULL;
+    char group[16];
+    size_t size = i == 0 ? 2 * (size_t)MORI_SYMM_WARM_EXPORT_MAX : MiB; /* first: too large */
+    snprintf(group, sizeof group, "warm%d", i);
+    CHECK(mori_symm_alloc(size, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+    CHECK(mori_symm_rendezvous(base, group, ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+          "%s: %s", group, mori_last_error());
+    long fd_path = mori_window_handle_type(w) == hipMemHandleTypePosixFileDescriptor;
+    if (check_peer_access(ctx, w, msg, msglen)) return 1;
+    CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+    CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+    long want = i == 0 ? 0 : fd_path;
+    CHECK(exported_fds() == want, "%s: %ld exported fds after the last free, expected %ld", group,
+          exported_fds(), want);
+    CHECK(device_allocs() == 1, "%s: %ld device allocations after the last free, expected the "
+          "one chunk kept", group, device_allocs());
+    CHECK(mori_symm_warm() == want + 1, "%s: mori_symm_warm says %ld, expected %ld", group,
+          mori_symm_warm(), want + 1);
+  }
+  CHECK(mori_symm_release_all() == 0, "release_all: %s", mori_last_error());
+  CHECK(mori_shim_registry_total() == 0 && mori_symm_warm() == 0,
+        "release_all left %ld live resources, %ld kept", mori_shim_registry_total(),
+        mori_symm_warm());
+  return ranks_finish(fds0, msg, msglen, "warm");
+}
+
+static void lone_windows_keep_one_chunk_and_one_export_warm(void **s) {
+  (void)s;
+  run_expect(2, warm_rank, NULL, -1);
+}
+
 /* Ranks run ahead into the second group's barrier while others are still
  * in the first's, on the same channel: each window has its own signal slot
  * on the block, so no signal is taken by the wrong group. */
@@ -927,6 +971,7 @@ int main(void) {
       cmocka_unit_test(two_groups_on_one_block),
       cmocka_unit_test(a_failed_rendezvous_gives_its_signal_slot_back),
       cmocka_unit_test(alloc_exports_nothing_until_the_first_rendezvous_of_its_block),
+      cmocka_unit_test(lone_windows_keep_one_chunk_and_one_export_warm),
       cmocka_unit_test(two_groups_of_one_block_signal_on_one_channel_at_once),
       cmocka_unit_test(overlapping_subgroups_keep_their_own_sequence),
       cmocka_unit_test(two_ranks_per_device_when_overlapping_devices_are_allowed),

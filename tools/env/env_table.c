@@ -41,6 +41,12 @@ const mori_env_var mori_env_vars[] = {
      "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES, outside torch); read at every rendezvous; a "
      "value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so"},
+    {"MORI_SYMM_KEEP_WARM", MORI_ENV_LIBRARY, "0|1", "0 (the torch adapter: 1)",
+     "1 keeps, after a device's last window goes, its device-table chunk and the last "
+     "exported fd of a block of at most 4 MiB, for the next rendezvous (mori_symm_keep_warm; "
+     "mori_symm_release_all and the exit give them back); unless the API set it; read at each "
+     "decision; a value other than 0 or 1 fails the rendezvous naming it",
+     "libmori_core.so; the torch adapter sets 1 unless it is set"},
     {"MORI_SYMM_SOCKET_DIR", MORI_ENV_LIBRARY, "DIR", "XDG_RUNTIME_DIR, else TMPDIR, else /tmp",
      "where the fd channel makes its sockets; it must pass the trusted-directory check "
      "(docs/security.md); the launcher sets it per launch",

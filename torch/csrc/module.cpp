@@ -6,6 +6,7 @@
 
 #include "mori_torch.hpp"
 
+#include <cstdlib>
 #include <sstream>
 
 namespace py = pybind11;
@@ -31,6 +32,7 @@ py::dict stats() {
   d["ledger_exported_fds"] = ledger.exported_fds;
   d["ledger_device_allocs"] = ledger.device_allocs;
   d["ledger_total"] = mori_shim_registry_total();
+  d["warm"] = mori_symm_warm();  // in ledger_total: kept for the next rendezvous
   return d;
 }
 
@@ -119,6 +121,11 @@ PYBIND11_MODULE(_C, m) {
         if (saved != nullptr) PyEval_RestoreThread(static_cast<PyThreadState*>(saved));
       }});
   m.doc() = "mori-symm's torch adapter; loading it registers the MORI backend";
+  // torch's backends keep what they make (its caching allocator): so does
+  // this one, a device-table chunk and one small exported fd per device
+  // (mori_symm_set_keep_warm), unless MORI_SYMM_KEEP_WARM says otherwise.
+  const char* warm = std::getenv("MORI_SYMM_KEEP_WARM");
+  if (warm == nullptr || *warm == '\0') mori_symm_set_keep_warm(1);
   m.def("_prefer_shim", [](const std::string& name) { allocator().prefer_shim(name); },
         py::arg("name"));
   m.def("shim_backend", [] { return allocator().shim_backend(); });

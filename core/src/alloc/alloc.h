@@ -83,6 +83,10 @@ int mori__arena_take(int device, size_t n, void **p);
  * p back again tries hipFree again (the ledger's retry);
  * hipErrorInvalidValue for a p the arena did not hand out. */
 hipError_t mori__arena_give(void *p);
+/* Every empty chunk (those kept warm) back to the runtime: hipSuccess or
+ * the first hipFree's error; and how many empty chunks there are. */
+hipError_t mori__arena_trim(void);
+long mori__arena_kept(void);
 
 /* ---- blocks (block.c) ---- */
 
@@ -127,6 +131,15 @@ typedef struct mori_block {
  * first rendezvous; the block stays ALLOCATED if that fails.  Only by the
  * thread that holds the block's rendezvous (block->opening). */
 int mori__block_export(mori_block *b);
+/* The release of an exported fd (the ledger's EXPORTED_FD row, value fd,
+ * aux the device, size the block's physical bytes): 1 when it is kept
+ * instead of closed, as the device's warm export (mori_symm_keep_warm: the
+ * device's last open one, of a block of at most MORI_SYMM_WARM_EXPORT_MAX
+ * bytes, and none kept yet); 0 when the caller closes it. */
+int mori__export_keep(int fd, int device, size_t size);
+/* Closes every kept export; how many are kept. */
+void mori__exports_release_all(void);
+long mori__exports_kept(void);
 /* Waits for the buffer's zeroing that an allocation on a stream left on
  * the caller's stream (nothing to wait for otherwise), then gives its event
  * (the ledger's ZERO_EVENT) back.  Only by the thread that holds the

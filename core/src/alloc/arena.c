@@ -9,7 +9,10 @@
  * and every free of a rendezvoused block, where torch's own backend takes
  * its tables from its caching allocator.  Why a chunk goes with its last
  * slot: a process that holds no window holds no runtime memory, so the
- * registry reads 0 after the last free, as before.
+ * registry reads 0 after the last free, as before; unless the process
+ * keeps warm (mori_symm_keep_warm, the torch adapter's choice): then one
+ * empty chunk per device stays for the next rendezvous, until
+ * mori_symm_release_all (mori__arena_trim) or the exit.
  */
 #include "alloc.h"
 
@@ -129,6 +132,16 @@ static hipError_t release_chunk(chunk **l) {
   return hipSuccess;
 }
 
+/* Under arena_lock: whether c, which just became empty, stays for the next
+ * window of its device: keeping warm, and no other empty chunk of that
+ * device stays already. */
+static int keep_empty(const chunk *c) {
+  if (c->whole || c->dying || !mori_symm_keep_warm()) return 0;
+  for (const chunk *o = chunks; o != NULL; o = o->next)
+    if (o != c && o->device == c->device && !o->whole && o->used == 0) return 0;
+  return 1;
+}
+
 hipError_t mori__arena_give(void *p) {
   pthread_mutex_lock(&arena_lock);
   chunk **l = holder(p);
@@ -145,9 +158,38 @@ hipError_t mori__arena_give(void *p) {
       memset(&c->taken[at], 0, (size_t)k);
       c->len[at] = 0;
       c->used -= k;
-      e = c->used == 0 ? release_chunk(l) : hipSuccess;
+      e = c->used == 0 && !keep_empty(c) ? release_chunk(l) : hipSuccess;
     }
   }
   pthread_mutex_unlock(&arena_lock);
   return e;
+}
+
+/* Every empty chunk back to the runtime (the ones kept warm): the first
+ * failure is returned, and a chunk whose release failed stays, dying. */
+hipError_t mori__arena_trim(void) {
+  hipError_t first = hipSuccess;
+  pthread_mutex_lock(&arena_lock);
+  for (chunk **l = &chunks; *l != NULL;) {
+    chunk *c = *l;
+    if (c->used != 0 || c->whole) {
+      l = &c->next;
+      continue;
+    }
+    hipError_t e = release_chunk(l);
+    if (e != hipSuccess) {
+      if (first == hipSuccess) first = e;
+      l = &c->next; /* still listed, dying */
+    }
+  }
+  pthread_mutex_unlock(&arena_lock);
+  return first;
+}
+
+long mori__arena_kept(void) {
+  long n = 0;
+  pthread_mutex_lock(&arena_lock);
+  for (const chunk *c = chunks; c != NULL; c = c->next) n += c->used == 0 && !c->whole;
+  pthread_mutex_unlock(&arena_lock);
+  return n;
 }

@@ -36,6 +36,14 @@ static int close_fd(const mori_ledger_entry *e) {
 }
 
 
+/* An exported fd is closed, unless it stays as the device's warm export
+ * (block.c, mori__export_keep): entry's aux is the device, size the
+ * block's physical bytes. */
+static int close_exported_fd(const mori_ledger_entry *e) {
+  if (mori__export_keep((int)e->value, e->aux, e->size)) return 0;
+  return close_fd(e);
+}
+
 /* The window's device tables, a slot of the arena (arena.c); the chunk's
  * hipFree, when it was the last slot, is what can fail. */
 static int free_device(const mori_ledger_entry *e) {
@@ -78,7 +86,7 @@ static struct {
     [MORI_RES_LOCAL_RESERVATION] = {free_reservation, 1, 0},
     [MORI_RES_LOCAL_MAPPING] = {unmap, 1, 0},
     [MORI_RES_ZERO_EVENT] = {destroy_zero_event, 0, 1},
-    [MORI_RES_EXPORTED_FD] = {close_fd, 0, 0},
+    [MORI_RES_EXPORTED_FD] = {close_exported_fd, 0, 0},
     [MORI_RES_BLOCK_REF] = {NULL, 0, 0}, /* borrowed: the block releases itself */
     [MORI_RES_SIGNAL_SLOT] = {give_back_signal_slot, 0, 0},
     [MORI_RES_RECEIVED_FD] = {close_fd, 0, 0},

@@ -49,7 +49,8 @@ int mori__timeout_env_check(void) {
  * other value fails the rendezvous naming it rather than reading as one
  * of the two ("true" and "yes" allowed nothing, "false" tore down). */
 static const char *const switches[] = {"MORI_SYMM_TEARDOWN", "MORI_SYMM_ALLOW_OVERLAPPING_DEVICES",
-                                       "MORI_SYMM_MEMOP_BATCH", "MORI_SYMM_REPLACEMENT"};
+                                       "MORI_SYMM_MEMOP_BATCH", "MORI_SYMM_REPLACEMENT",
+                                       "MORI_SYMM_KEEP_WARM"};
 
 int mori__env_switches_check(void) {
   for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
@@ -91,6 +92,19 @@ int mori_symm_allow_overlapping_devices(void) {
   int v = atomic_load(&allow_overlapping);
   if (v >= 0) return v;
   const char *s = getenv("MORI_SYMM_ALLOW_OVERLAPPING_DEVICES");
+  return s != NULL && strcmp(s, "1") == 0;
+}
+
+/* -1: the environment decides (MORI_SYMM_KEEP_WARM=1), read at each
+ * decision; the torch adapter sets 1 unless the variable is set. */
+static atomic_int keep_warm = -1;
+
+void mori_symm_set_keep_warm(int keep) { atomic_store(&keep_warm, keep < 0 ? -1 : keep != 0); }
+
+int mori_symm_keep_warm(void) {
+  int v = atomic_load(&keep_warm);
+  if (v >= 0) return v;
+  const char *s = getenv("MORI_SYMM_KEEP_WARM");
   return s != NULL && strcmp(s, "1") == 0;
 }
 

@@ -61,8 +61,10 @@ extern "C" {
   X(LOCAL_MAPPING, 2, NONE, IN_ORDER, "local mapping", "local mappings",                          \
     "hipMemMap of its own handle")                                                                \
   X(EXPORTED_FD, 4, NONE, LAST, "exported fd", "exported fds",                                    \
-    "the fd of hipMemExportToShareableHandle; closed after the final hipMemRelease, "             \
-    "which some ROCm releases tie to it (mori #618, docs/quirks.md export-fd-lifetime)")          \
+    "the fd of hipMemExportToShareableHandle (aux: the device); closed after the final "          \
+    "hipMemRelease, which some ROCm releases tie to it (mori #618, docs/quirks.md "               \
+    "export-fd-lifetime), or kept open after it as the device's warm export "                     \
+    "(mori_symm_keep_warm)")                                                                      \
   X(BLOCK_REF, 5, NONE, BORROWED, "block reference", "block references",                          \
     "the block it attached to, borrowed")                                                         \
   X(CHANNEL, 6, NONE, IN_ORDER, "channel", "channels", "the bound fd-channel socket")             \
