@@ -65,6 +65,19 @@ void mori__ledger_set_release(mori_res kind, int (*release)(const mori_ledger_en
                               int quiet);
 /* Records an acquired resource (cannot fail for memory under mori__drive). */
 int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux);
+/* The devices a process may use: the probe's cache and the exported fds'
+ * counts are per device. */
+#define MORI_MAX_DEVICES 256
+
+/* Records a block's exported fd (aux: its device, size: its physical
+ * bytes) and counts it open on that device.  Its release closes it, or
+ * keeps it open as the device's warm export (mori_symm_keep_warm) when it
+ * is the device's last open one, of a block of at most
+ * MORI_SYMM_WARM_EXPORT_MAX bytes, and none is kept yet. */
+int mori__ledger_add_export(mori_fsm *m, int fd, size_t size, int device);
+/* Closes every kept export; how many are kept. */
+void mori__exports_release_all(void);
+long mori__exports_kept(void);
 /* Gives back one resource before its machine ends (the first rendezvous
  * waited for an allocation's zeroing): out of the ledger, released through
  * its row of the release table. */
@@ -131,15 +144,7 @@ typedef struct mori_block {
  * first rendezvous; the block stays ALLOCATED if that fails.  Only by the
  * thread that holds the block's rendezvous (block->opening). */
 int mori__block_export(mori_block *b);
-/* The release of an exported fd (the ledger's EXPORTED_FD row, value fd,
- * aux the device, size the block's physical bytes): 1 when it is kept
- * instead of closed, as the device's warm export (mori_symm_keep_warm: the
- * device's last open one, of a block of at most MORI_SYMM_WARM_EXPORT_MAX
- * bytes, and none kept yet); 0 when the caller closes it. */
-int mori__export_keep(int fd, int device, size_t size);
-/* Closes every kept export; how many are kept. */
-void mori__exports_release_all(void);
-long mori__exports_kept(void);
+
 /* Waits for the buffer's zeroing that an allocation on a stream left on
  * the caller's stream (nothing to wait for otherwise), then gives its event
  * (the ledger's ZERO_EVENT) back.  Only by the thread that holds the

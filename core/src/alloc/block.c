@@ -18,7 +18,6 @@ static size_t nblocks, cap_blocks;
 
 /* ---- the probe ---- */
 
-#define MORI_MAX_DEVICES 256
 /* The probe cache has its own lock: probing calls the runtime, which no
  * caller of mori__lock should wait for. */
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -129,58 +128,6 @@ int mori_symm_probe(int device, int *handle_type, char *why, size_t whylen) {
   if (rc == 0 && why) snprintf(why, whylen, "%s", probes[device].why);
   pthread_mutex_unlock(&probe_lock);
   return rc;
-}
-
-/* ---- the exported fds: how many are open per device, and the one kept ----
- *
- * A driver may hold per-process state for as long as any exported fd is
- * open and drop it with the last: then the next export builds it again,
- * and both that export and that last close cost ten times what they cost
- * beside another open exported fd (docs/performance.md, "Call by call",
- * has the figures).  A process that keeps warm keeps
- * the last exported fd of a device open when its block goes, if the
- * block's memory is small (the fd holds it), until mori_symm_release_all
- * or the exit. */
-static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
-static int open_exports[MORI_MAX_DEVICES];
-static int kept_export[MORI_MAX_DEVICES]; /* the kept fd + 1; 0: none */
-
-static void export_opened(int device) {
-  pthread_mutex_lock(&export_lock);
-  open_exports[device]++;
-  pthread_mutex_unlock(&export_lock);
-}
-
-int mori__export_keep(int fd, int device, size_t size) {
-  int keep = 0;
-  if (device < 0 || device >= MORI_MAX_DEVICES) return 0;
-  pthread_mutex_lock(&export_lock);
-  if (open_exports[device] > 0) open_exports[device]--;
-  if (open_exports[device] == 0 && kept_export[device] == 0 && size <= MORI_SYMM_WARM_EXPORT_MAX &&
-      fd >= 0 && mori_symm_keep_warm()) {
-    kept_export[device] = fd + 1;
-    keep = 1;
-  }
-  pthread_mutex_unlock(&export_lock);
-  return keep;
-}
-
-void mori__exports_release_all(void) {
-  for (int d = 0; d < MORI_MAX_DEVICES; d++) {
-    pthread_mutex_lock(&export_lock);
-    int fd = kept_export[d] - 1;
-    kept_export[d] = 0;
-    pthread_mutex_unlock(&export_lock);
-    if (fd >= 0) (void)mori_close(fd);
-  }
-}
-
-long mori__exports_kept(void) {
-  long n = 0;
-  pthread_mutex_lock(&export_lock);
-  for (int d = 0; d < MORI_MAX_DEVICES; d++) n += kept_export[d] != 0;
-  pthread_mutex_unlock(&export_lock);
-  return n;
 }
 
 /* ---- the table ---- */
@@ -335,10 +282,7 @@ static int step_export(void *p) {
   MORI_HIP("hipMemExportToShareableHandle",
            mori_hipMemExportToShareableHandle(&b->exported_fd, b->handle,
                                               hipMemHandleTypePosixFileDescriptor, 0));
-  MORI_GUARD(mori__ledger_add(&b->fsm, MORI_RES_EXPORTED_FD, (uintptr_t)b->exported_fd,
-                              b->alloc_size, b->device));
-  export_opened(b->device);
-  return 0;
+  return mori__ledger_add_export(&b->fsm, b->exported_fd, b->alloc_size, b->device);
 }
 
 static const mori__step block_steps[MORI_EV__COUNT] = {

@@ -36,11 +36,66 @@ static int close_fd(const mori_ledger_entry *e) {
 }
 
 
+/* ---- the exported fds: how many are open per device, and the one kept ----
+ *
+ * A driver may hold per-process state for as long as any exported fd is
+ * open and drop it with the last: then the next export builds it again,
+ * and both that export and that last close cost ten times what they cost
+ * beside another open exported fd (docs/performance.md, "Call by call",
+ * has the figures).  A process that keeps warm keeps the last exported fd
+ * of a device open when its block goes, if the block's memory is small
+ * (the fd holds it), until mori_symm_release_all or the exit. */
+static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
+static int open_exports[MORI_MAX_DEVICES];
+static int kept_export[MORI_MAX_DEVICES]; /* the kept fd + 1; 0: none */
+
+int mori__ledger_add_export(mori_fsm *m, int fd, size_t size, int device) {
+  MORI_GUARD(mori__ledger_add(m, MORI_RES_EXPORTED_FD, (uintptr_t)fd, size, device));
+  if (device >= 0 && device < MORI_MAX_DEVICES) {
+    pthread_mutex_lock(&export_lock);
+    open_exports[device]++;
+    pthread_mutex_unlock(&export_lock);
+  }
+  return 0;
+}
+
+static int export_keep(int fd, int device, size_t size) {
+  int keep = 0;
+  if (device < 0 || device >= MORI_MAX_DEVICES) return 0;
+  pthread_mutex_lock(&export_lock);
+  if (open_exports[device] > 0) open_exports[device]--;
+  if (open_exports[device] == 0 && kept_export[device] == 0 && size <= MORI_SYMM_WARM_EXPORT_MAX &&
+      fd >= 0 && mori_symm_keep_warm()) {
+    kept_export[device] = fd + 1;
+    keep = 1;
+  }
+  pthread_mutex_unlock(&export_lock);
+  return keep;
+}
+
+void mori__exports_release_all(void) {
+  for (int d = 0; d < MORI_MAX_DEVICES; d++) {
+    pthread_mutex_lock(&export_lock);
+    int fd = kept_export[d] - 1;
+    kept_export[d] = 0;
+    pthread_mutex_unlock(&export_lock);
+    if (fd >= 0) (void)mori_close(fd);
+  }
+}
+
+long mori__exports_kept(void) {
+  long n = 0;
+  pthread_mutex_lock(&export_lock);
+  for (int d = 0; d < MORI_MAX_DEVICES; d++) n += kept_export[d] != 0;
+  pthread_mutex_unlock(&export_lock);
+  return n;
+}
+
 /* An exported fd is closed, unless it stays as the device's warm export
- * (block.c, mori__export_keep): entry's aux is the device, size the
+ * (export_keep above): the entry's aux is the device, its size the
  * block's physical bytes. */
 static int close_exported_fd(const mori_ledger_entry *e) {
-  if (mori__export_keep((int)e->value, e->aux, e->size)) return 0;
+  if (export_keep((int)e->value, e->aux, e->size)) return 0;
   return close_fd(e);
 }
 
