@@ -199,7 +199,9 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   if (plan->job_secret) setenv("MORI_SYMM_JOB_SECRET", plan->job_secret, 1);
   else unsetenv("MORI_SYMM_JOB_SECRET");
   int bad = 0, rc = mori_shim_select("sim") == 0 ? 0 : MORI_EINVAL;
-  mori_symm_set_timeout_ms(plan->timeout_ms ? plan->timeout_ms : 400);
+  mori_symm_set_timeout_ms(rp->timeout_ms    ? rp->timeout_ms
+                           : plan->timeout_ms ? plan->timeout_ms
+                                              : 400);
   void *base = NULL;
   mori_window *w = NULL;
   /* The first allocation brings the runtime up: count fds after it. */
@@ -231,6 +233,8 @@ int sec_rank_rendezvous(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
 
 void sec_launch(const char *dir, int world, const sec_plan *plan, mori_rank_result *res) {
   int timeout = plan->timeout_ms ? plan->timeout_ms : 400;
+  for (int r = 0; r < world && r < 4; r++)
+    if (plan->rank[r].timeout_ms > timeout) timeout = plan->rank[r].timeout_ms;
   /* Generous: a rank must fail within its timeout, but the host is loaded. */
   int deadline = plan->deadline_ms ? plan->deadline_ms : 20 * timeout + 10000;
   mori_launch_at(dir, world, sec_rank_rendezvous, (void *)plan, deadline, res);

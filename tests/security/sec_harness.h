@@ -89,6 +89,7 @@ typedef struct sec_rank_plan {
   size_t nofile_headroom; /* > 0: RLIMIT_NOFILE leaves this - 1 fds to open in rendezvous */
   const char *secret;     /* written at the start of the buffer before rendezvous */
   const char *socket_dir; /* MORI_SYMM_SOCKET_DIR of this rank (NULL: the launcher's) */
+  int timeout_ms;         /* this rank's rendezvous timeout (0: the plan's) */
 } sec_rank_plan;
 
 typedef struct sec_plan {
