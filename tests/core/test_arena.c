@@ -6,7 +6,8 @@
  * taken again; a take larger than a
  * chunk is an allocation of its own; a pointer the arena did not hand out
  * is refused; threads taking and giving at once never hold one slot
- * together (label tsan runs that case under ThreadSanitizer too).  Most of
+ * together (label tsan runs that case under ThreadSanitizer too); keeping
+ * warm keeps one empty chunk, and trimming gives back only empty ones.  Most of
  * this no public call reaches in a test (a chunk holds 256 windows'
  * tables, a block at most 8 windows).
  */
@@ -150,6 +151,41 @@ static void takes_and_gives_on_threads(void **s) {
   assert_int_equal(mori__arena_give(p), hipSuccess);
 }
 
+static long device_allocs(void) {
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
+  return c.device_allocs;
+}
+
+/* Keeping warm: a chunk whose last slot goes stays (one per device) and is
+ * taken again without a new allocation, a chunk larger than a chunk's
+ * size goes at once; mori__arena_trim gives back the empty ones only,
+ * never a chunk a slot of which is still taken. */
+static void keeping_warm_keeps_one_empty_chunk_and_trim_gives_back_only_empty_ones(void **s) {
+  (void)s;
+  void *a = NULL, *whole = NULL, *again = NULL;
+  long n0 = device_allocs();
+  mori_symm_set_keep_warm(1);
+  assert_int_equal(mori__arena_take(0, 200, &a), 0);
+  assert_int_equal(mori__arena_take(0, 100 * 1024, &whole), 0);
+  assert_int_equal(device_allocs(), n0 + 2);
+  assert_int_equal(mori__arena_give(a), hipSuccess);
+  assert_int_equal(mori__arena_give(whole), hipSuccess);
+  assert_int_equal(device_allocs(), n0 + 1); /* the chunk stays, the large one went */
+  assert_int_equal(mori__arena_kept(), 1);
+  assert_int_equal(mori__arena_take(0, 200, &again), 0);
+  assert_int_equal(device_allocs(), n0 + 1);
+  assert_ptr_equal(again, a);
+  assert_int_equal(mori__arena_trim(), hipSuccess); /* its slot is taken: it stays */
+  assert_int_equal(device_allocs(), n0 + 1);
+  assert_int_equal(mori__arena_kept(), 0);
+  assert_int_equal(mori__arena_give(again), hipSuccess);
+  assert_int_equal(mori__arena_trim(), hipSuccess);
+  assert_int_equal(device_allocs(), n0);
+  assert_int_equal(mori__arena_kept(), 0);
+  mori_symm_set_keep_warm(-1);
+}
+
 int main(int argc, char **argv) {
   if (mori_shim_select("sim") != 0) {
     fprintf(stderr, "sim shim: %s\n", mori_shim_message());
@@ -161,6 +197,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_slot_given_back_is_taken_again),
       cmocka_unit_test(a_foreign_pointer_is_refused),
       cmocka_unit_test(takes_and_gives_on_threads),
+      cmocka_unit_test(keeping_warm_keeps_one_empty_chunk_and_trim_gives_back_only_empty_ones),
   };
   return mori_run_tests(argc, argv, tests);
 }

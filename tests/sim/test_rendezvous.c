@@ -546,38 +546,58 @@ static void alloc_exports_nothing_until_the_first_rendezvous_of_its_block(void *
  * process whose windows come and go one at a time keeps, after each last
  * free, one device-table chunk and the last exported fd of a small block,
  * so that the next rendezvous neither allocates a chunk nor rebuilds the
- * driver's export state; a block larger than MORI_SYMM_WARM_EXPORT_MAX
- * has its fd closed (its memory would stay with it); release_all gives
- * everything kept back. */
+ * driver's export state.  In order: a block larger than
+ * MORI_SYMM_WARM_EXPORT_MAX has its fd closed (its memory would stay with
+ * it) but leaves the chunk; of two blocks, the first freed closes its fd
+ * (the other's is open) and the second's stays; then lone cycles keep that
+ * one and close their own; release_all gives everything kept back. */
+static int warm_cycle(const mori_rank_ctx *ctx, char *msg, size_t msglen, size_t size,
+                      const char *group, void **base, long *fd_path) {
+  mori_window *w = NULL;
+  CHECK(mori_symm_alloc(size, ctx->rank, base) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_rendezvous(*base, group, ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+        "%s: %s", group, mori_last_error());
+  *fd_path = mori_window_handle_type(w) == hipMemHandleTypePosixFileDescriptor;
+  if (check_peer_access(ctx, w, msg, msglen)) return 1;
+  CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "%s barrier: %s", group, mori_last_error());
+  return 0;
+}
+
+#define WARM_STATE(what, fds, allocs, warm)                                                      \
+  CHECK(exported_fds() == (fds) && device_allocs() == (allocs) && mori_symm_warm() == (warm),    \
+        "%s: %ld exported fds, %ld device allocations, %ld kept; expected %ld, %ld, %ld", what,   \
+        exported_fds(), device_allocs(), mori_symm_warm(), (long)(fds), (long)(allocs),          \
+        (long)(warm))
+
 static int warm_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0;
+  long fd = 0;
+  void *big = NULL, *a = NULL, *b = NULL;
   if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   mori_symm_set_keep_warm(1);
-  for (int i = 0; i < 4; i++) {
+  if (warm_cycle(ctx, msg, msglen, 2 * (size_t)MORI_SYMM_WARM_EXPORT_MAX, "big", &big, &fd))
+    return 1;
+  CHECK(mori_symm_free(big) == 0, "free: %s", mori_last_error());
+  WARM_STATE("a large block freed", 0, 1, 1);
+  if (warm_cycle(ctx, msg, msglen, MiB, "pair-a", &a, &fd) ||
+      warm_cycle(ctx, msg, msglen, MiB, "pair-b", &b, &fd))
+    return 1;
+  CHECK(mori_symm_free(a) == 0, "free: %s", mori_last_error());
+  WARM_STATE("the first of two freed", fd, 1, 0);
+  CHECK(mori_symm_free(b) == 0, "free: %s", mori_last_error());
+  WARM_STATE("the second of two freed", fd, 1, fd + 1);
+  for (int i = 0; i < 3; i++) {
     void *base = NULL;
-    mori_window *w = NULL;
     char group[16];
-    size_t size = i == 0 ? 2 * (size_t)MORI_SYMM_WARM_EXPORT_MAX : MiB; /* first: too large */
-    snprintf(group, sizeof group, "warm%d", i);
-    CHECK(mori_symm_alloc(size, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
-    CHECK(mori_symm_rendezvous(base, group, ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
-          "%s: %s", group, mori_last_error());
-    long fd_path = mori_window_handle_type(w) == hipMemHandleTypePosixFileDescriptor;
-    if (check_peer_access(ctx, w, msg, msglen)) return 1;
-    CHECK(mori_window_barrier(w, 0, NULL, 0) == 0, "barrier: %s", mori_last_error());
+    snprintf(group, sizeof group, "lone%d", i);
+    if (warm_cycle(ctx, msg, msglen, MiB, group, &base, &fd)) return 1;
     CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-    long want = i == 0 ? 0 : fd_path;
-    CHECK(exported_fds() == want, "%s: %ld exported fds after the last free, expected %ld", group,
-          exported_fds(), want);
-    CHECK(device_allocs() == 1, "%s: %ld device allocations after the last free, expected the "
-          "one chunk kept", group, device_allocs());
-    CHECK(mori_symm_warm() == want + 1, "%s: mori_symm_warm says %ld, expected %ld", group,
-          mori_symm_warm(), want + 1);
+    WARM_STATE(group, fd, 1, fd + 1);
   }
   CHECK(mori_symm_release_all() == 0, "release_all: %s", mori_last_error());
-  CHECK(mori_shim_registry_total() == 0 && mori_symm_warm() == 0,
-        "release_all left %ld live resources, %ld kept", mori_shim_registry_total(),
-        mori_symm_warm());
+  WARM_STATE("release_all", 0, 0, 0);
+  CHECK(mori_shim_registry_total() == 0, "release_all left %ld live resources",
+        mori_shim_registry_total());
   return ranks_finish(fds0, msg, msglen, "warm");
 }
 

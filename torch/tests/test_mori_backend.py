@@ -187,6 +187,30 @@ def _handle_holds_the_window(rank, world, device, group):
     assert after == before, (before, held, after)
 
 
+def _lone_windows_are_kept_warm(rank, world, device, group):
+    """The adapter keeps warm (MORI_SYMM_KEEP_WARM unset): after each last
+    free of a process whose windows come one at a time, all that stays in
+    the registry is what is kept for the next rendezvous, the device-table
+    chunk and (on the fd path) the exported fd; release_all takes them."""
+    mori = _mori()
+    assert mori.stats()["warm"] == 0
+    for _ in range(3):
+        t = _p2p().empty_strided_p2p((1 << 20,), (1,), torch.uint8, device, group)
+        hdl = _p2p().rendezvous(t)
+        hdl.barrier(channel=0)
+        torch.cuda.synchronize()
+        dist.barrier()
+        del t, hdl
+        gc.collect()
+        torch.cuda.synchronize()
+        dist.barrier()
+        s = mori.stats()
+        print(f"rank {rank}: after the last free: warm {s['warm']}, registry "
+              f"{s['ledger_total']}", flush=True)
+        assert s["ledger_device_allocs"] == 1, s
+        assert s["warm"] >= 1 and s["ledger_total"] == s["warm"], s
+
+
 def _frees_do_not_wait_for_a_rendezvous(rank, world, device, group):
     """torch frees from storage deleters on any thread: while rank 0's
     rendezvous waits for rank 1, another thread of rank 0 allocates, frees,
@@ -320,6 +344,12 @@ def test_a_handle_keeps_its_window_after_the_tensor_is_freed():
 @pytest.mark.skipif(WORLD < 2, reason="needs a peer to wait for")
 def test_frees_on_another_thread_do_not_wait_for_a_rendezvous():
     run_ranks(_frees_do_not_wait_for_a_rendezvous)
+
+
+@pytest.mark.skipif(os.environ.get("MORI_SYMM_KEEP_WARM", "") != "",
+                    reason="MORI_SYMM_KEEP_WARM is set: the adapter leaves it to the variable")
+def test_lone_windows_are_kept_warm():
+    run_ranks(_lone_windows_are_kept_warm)
 
 
 def test_free_is_local_to_the_freeing_rank():

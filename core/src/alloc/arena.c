@@ -165,8 +165,10 @@ hipError_t mori__arena_give(void *p) {
   return e;
 }
 
-/* Every empty chunk back to the runtime (the ones kept warm): the first
- * failure is returned, and a chunk whose release failed stays, dying. */
+/* Every empty chunk back to the runtime (the ones kept warm): a refused
+ * hipFree is tried once more at once, as the ledger tries a release (a
+ * runtime that refuses one transiently must not make us leak the chunk);
+ * the first failure is returned, and a chunk refused twice stays, dying. */
 hipError_t mori__arena_trim(void) {
   hipError_t first = hipSuccess;
   pthread_mutex_lock(&arena_lock);
@@ -177,6 +179,7 @@ hipError_t mori__arena_trim(void) {
       continue;
     }
     hipError_t e = release_chunk(l);
+    if (e != hipSuccess) e = release_chunk(l);
     if (e != hipSuccess) {
       if (first == hipSuccess) first = e;
       l = &c->next; /* still listed, dying */
