@@ -26,9 +26,12 @@
  * places in every CUPTI since CUDA 9 (the API record, memset, memcpy and
  * kernel records from version 4 on).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <cupti.h>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +39,10 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* What the driver and the benchmark call. */
+int InitializeInjection(void);
+void cupti_trace_mark(const char *name, int begin);
 
 enum { BUF = 8 << 20 };
 
@@ -137,9 +144,13 @@ int InitializeInjection(void) {
   const char *dir = getenv("CUPTI_TRACE_DIR");
   char path[4096];
   snprintf(path, sizeof path, "%s/trace-%ld.tsv", dir && *dir ? dir : ".", (long)getpid());
-  out = fopen(path, "w");
+  /* A new file of its own: never through a link left at the name, never
+   * over another process's file. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  out = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (out == NULL) {
     perror(path);
+    if (fd >= 0) close(fd);
     return 0;
   }
   say(cuptiActivityRegisterCallbacks(requested, completed), "cuptiActivityRegisterCallbacks");
