@@ -544,13 +544,17 @@ static void alloc_exports_nothing_until_the_first_rendezvous_of_its_block(void *
 
 /* Keeping warm (mori_symm_set_keep_warm, the torch adapter's choice): a
  * process whose windows come and go one at a time keeps, after each last
- * free, one device-table chunk and the last exported fd of a small block,
- * so that the next rendezvous neither allocates a chunk nor rebuilds the
- * driver's export state.  In order: a block larger than
- * MORI_SYMM_WARM_EXPORT_MAX has its fd closed (its memory would stay with
- * it) but leaves the chunk; of two blocks, the first freed closes its fd
- * (the other's is open) and the second's stays; then lone cycles keep that
- * one and close their own; release_all gives everything kept back. */
+ * free, one device-table chunk, the last exported fd of a small block and
+ * one small freed block, so that the next allocation of that size calls
+ * no VMM function, the next rendezvous allocates no chunk and the driver's
+ * export state is not rebuilt.  In order: a block larger than
+ * MORI_SYMM_WARM_EXPORT_MAX is neither kept nor has its fd kept (its
+ * memory would stay with it) but leaves the chunk; of two blocks, the
+ * first freed is kept and closes its fd (the other's is open), the
+ * second is given back (one block is kept already) and its fd stays;
+ * then lone cycles take the kept block back, at its address, zeroed over
+ * what the last cycle wrote, and keep it again; a block of another size
+ * does not take it; release_all gives everything kept back. */
 static int warm_cycle(const mori_rank_ctx *ctx, char *msg, size_t msglen, size_t size,
                       const char *group, void **base, long *fd_path) {
   mori_window *w = NULL;
@@ -569,31 +573,75 @@ static int warm_cycle(const mori_rank_ctx *ctx, char *msg, size_t msglen, size_t
         exported_fds(), device_allocs(), mori_symm_warm(), (long)(fds), (long)(allocs),          \
         (long)(warm))
 
+static long vmm_handles(void) {
+  mori_shim_registry_counts c;
+  mori_shim_registry(&c);
+  return c.handles;
+}
+
+/* The whole buffer reads 0 (the kept block is zeroed when taken). */
+static int reads_zero(const mori_rank_ctx *ctx, void *base, size_t n, char *msg, size_t msglen) {
+  unsigned char *host = malloc(n);
+  CHECK(host != NULL, "malloc");
+  hipError_t e = mori_hipMemcpy(host, base, n, hipMemcpyDeviceToHost);
+  size_t at = n;
+  for (size_t i = 0; e == hipSuccess && i < n && at == n; i++)
+    if (host[i] != 0) at = i;
+  free(host);
+  CHECK(e == hipSuccess, "read back: %s", mori_shim_message());
+  CHECK(at == n, "byte %zu of a block taken back is not 0", at);
+  return 0;
+}
+
 static int warm_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   int fds0;
   long fd = 0;
-  void *big = NULL, *a = NULL, *b = NULL;
+  void *big = NULL, *a = NULL, *b = NULL, *other = NULL;
   if (ranks_begin(ctx, msg, msglen, &fds0)) return 1;
   mori_symm_set_keep_warm(1);
   if (warm_cycle(ctx, msg, msglen, 2 * (size_t)MORI_SYMM_WARM_EXPORT_MAX, "big", &big, &fd))
     return 1;
   CHECK(mori_symm_free(big) == 0, "free: %s", mori_last_error());
   WARM_STATE("a large block freed", 0, 1, 1);
+  CHECK(vmm_handles() == 0, "a large block's handle was kept");
   if (warm_cycle(ctx, msg, msglen, MiB, "pair-a", &a, &fd) ||
       warm_cycle(ctx, msg, msglen, MiB, "pair-b", &b, &fd))
     return 1;
+  void *kept = a;
   CHECK(mori_symm_free(a) == 0, "free: %s", mori_last_error());
-  WARM_STATE("the first of two freed", fd, 1, 0);
+  WARM_STATE("the first of two freed", 2 * fd, 1, 3 + fd);
   CHECK(mori_symm_free(b) == 0, "free: %s", mori_last_error());
-  WARM_STATE("the second of two freed", fd, 1, fd + 1);
+  WARM_STATE("the second of two freed", fd, 1, 3 + fd + 1);
+  CHECK(vmm_handles() == 1, "%ld handles with one block kept", vmm_handles());
   for (int i = 0; i < 3; i++) {
     void *base = NULL;
+    mori_window *w = NULL;
     char group[16];
     snprintf(group, sizeof group, "lone%d", i);
-    if (warm_cycle(ctx, msg, msglen, MiB, group, &base, &fd)) return 1;
+    CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0, "alloc: %s", mori_last_error());
+    CHECK(base == kept, "%s: the kept block %p was not taken (%p)", group, kept, base);
+    WARM_STATE("the kept block taken", fd, 1, 1);
+    CHECK(vmm_handles() == 1, "%s: %ld handles after taking the kept block", group,
+          vmm_handles());
+    if (reads_zero(ctx, base, MiB, msg, msglen)) return 1;
+    if (i == 0) { /* freed unsent: kept again, with the fd it carries */
+      CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
+      WARM_STATE("the kept block freed unsent", fd, 1, 3 + fd + 1);
+      CHECK(mori_symm_alloc(MiB, ctx->rank, &base) == 0 && base == kept, "alloc: %s",
+            mori_last_error());
+    }
+    CHECK(mori_symm_rendezvous(base, group, ctx->rank, ctx->world, ctx->store, &w, NULL) == 0,
+          "%s: %s", group, mori_last_error());
+    CHECK(exported_fds() == fd, "%s: %ld exported fds: the kept block was exported again", group,
+          exported_fds());
+    if (check_peer_access(ctx, w, msg, msglen)) return 1;
     CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
-    WARM_STATE(group, fd, 1, fd + 1);
+    WARM_STATE(group, fd, 1, 3 + fd + 1);
   }
+  CHECK(mori_symm_alloc(3 * MiB, ctx->rank, &other) == 0, "alloc: %s", mori_last_error());
+  CHECK(other != kept && vmm_handles() == 2, "a block of another size took the kept one");
+  CHECK(mori_symm_free(other) == 0, "free: %s", mori_last_error());
+  WARM_STATE("a block of another size freed", fd, 1, 3 + fd + 1);
   CHECK(mori_symm_release_all() == 0, "release_all: %s", mori_last_error());
   WARM_STATE("release_all", 0, 0, 0);
   CHECK(mori_shim_registry_total() == 0, "release_all left %ld live resources",
@@ -601,7 +649,7 @@ static int warm_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
   return ranks_finish(fds0, msg, msglen, "warm");
 }
 
-static void lone_windows_keep_one_chunk_and_one_export_warm(void **s) {
+static void lone_windows_keep_a_chunk_an_export_and_a_block_warm(void **s) {
   (void)s;
   run_expect(2, warm_rank, NULL, -1);
 }
@@ -991,7 +1039,7 @@ int main(void) {
       cmocka_unit_test(two_groups_on_one_block),
       cmocka_unit_test(a_failed_rendezvous_gives_its_signal_slot_back),
       cmocka_unit_test(alloc_exports_nothing_until_the_first_rendezvous_of_its_block),
-      cmocka_unit_test(lone_windows_keep_one_chunk_and_one_export_warm),
+      cmocka_unit_test(lone_windows_keep_a_chunk_an_export_and_a_block_warm),
       cmocka_unit_test(two_groups_of_one_block_signal_on_one_channel_at_once),
       cmocka_unit_test(overlapping_subgroups_keep_their_own_sequence),
       cmocka_unit_test(two_ranks_per_device_when_overlapping_devices_are_allowed),

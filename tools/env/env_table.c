@@ -42,8 +42,9 @@ const mori_env_var mori_env_vars[] = {
      "value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so"},
     {"MORI_SYMM_KEEP_WARM", MORI_ENV_LIBRARY, "0|1", "0 (the torch adapter: 1)",
-     "1 keeps, after a device's last window goes, its device-table chunk and the last "
-     "exported fd of a block of at most 4 MiB, for the next rendezvous (mori_symm_keep_warm; "
+     "1 keeps a freed block of at most 4 MiB (one per device) for the next allocation of its "
+     "size and, after a device's last window goes, its device-table chunk and the last "
+     "exported fd of such a block, for the next rendezvous (mori_symm_keep_warm; "
      "mori_symm_release_all and the exit give them back); unless the API set it; read at each "
      "decision; a value other than 0 or 1 fails the rendezvous naming it",
      "libmori_core.so; the torch adapter sets 1 unless it is set"},

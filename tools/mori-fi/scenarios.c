@@ -235,7 +235,9 @@ static int interior(const mori_rank_ctx *ctx, outcome *o) {
 
 /* cycles: what `mori-symm cycles` does, twice: alloc -> rendezvous ->
  * barrier -> free, with the device memory in use read (hipMemGetInfo)
- * before and after; none of it may stay in use. */
+ * before and after; none of it may stay in use.  A process that keeps
+ * warm takes its first block back at the second alloc, and gives what it
+ * keeps back with release_all before the second read. */
 static const meeting cycles_plan[] = {{"cycles", 0}, {"cycles", 0}, {NULL, 0}};
 static int cycles(const mori_rank_ctx *ctx, outcome *o) {
   size_t free_before = 0, free_after = 0, total = 0;
@@ -249,6 +251,7 @@ static int cycles(const mori_rank_ctx *ctx, outcome *o) {
     STEP(o, mori_window_barrier(w, 0, NULL, 0), "barrier");
     STEP(o, mori_symm_free(base), "free");
   }
+  if (mori_symm_keep_warm()) STEP(o, mori_symm_release_all(), "release_warm");
   HIP_STEP(o, mori_hipMemGetInfo(&free_after, &total), "memory_after", "hipMemGetInfo");
   if (free_after < free_before)
     return check_failed(o, "memory_after", "%zu bytes of device memory still in use",

@@ -190,16 +190,25 @@ def _handle_holds_the_window(rank, world, device, group):
 def _lone_windows_are_kept_warm(rank, world, device, group):
     """The adapter keeps warm (MORI_SYMM_KEEP_WARM unset): after each last
     free of a process whose windows come one at a time, all that stays in
-    the registry is what is kept for the next rendezvous, the device-table
-    chunk and (on the fd path) the exported fd; release_all takes them."""
+    the registry is what is kept for the next allocation and rendezvous:
+    the freed block (its handle, reservation and mapping), the device-table
+    chunk and (on the fd path) the exported fd.  The next allocation of the
+    same size takes the block back, at the same address, zeroed over what
+    the last round wrote."""
     mori = _mori()
     assert mori.stats()["warm"] == 0
-    for _ in range(3):
+    kept = None
+    for i in range(3):
         t = _p2p().empty_strided_p2p((1 << 20,), (1,), torch.uint8, device, group)
+        if kept is not None:
+            assert t.data_ptr() == kept, (hex(t.data_ptr()), hex(kept))
+            assert int(t.count_nonzero()) == 0, "a block taken back was not zeroed"
+        t.fill_(i + 1)
         hdl = _p2p().rendezvous(t)
         hdl.barrier(channel=0)
         torch.cuda.synchronize()
         dist.barrier()
+        kept = t.data_ptr()
         del t, hdl
         gc.collect()
         torch.cuda.synchronize()
@@ -207,8 +216,9 @@ def _lone_windows_are_kept_warm(rank, world, device, group):
         s = mori.stats()
         print(f"rank {rank}: after the last free: warm {s['warm']}, registry "
               f"{s['ledger_total']}", flush=True)
-        assert s["ledger_device_allocs"] == 1, s
-        assert s["warm"] >= 1 and s["ledger_total"] == s["warm"], s
+        assert s["ledger_device_allocs"] == 1 and s["ledger_handles"] == 1, s
+        assert s["warm"] >= 5 - (s["ledger_exported_fds"] == 0), s
+        assert s["ledger_total"] == s["warm"], s
 
 
 def _frees_do_not_wait_for_a_rendezvous(rank, world, device, group):

@@ -80,16 +80,20 @@ MORI_API int mori_symm_log_level(void);
  * MORI_SYMM_ALLOW_OVERLAPPING_DEVICES=1, read at every rendezvous. */
 MORI_API void mori_symm_set_allow_overlapping_devices(int allow);
 MORI_API int mori_symm_allow_overlapping_devices(void);
-/* Keeping warm what the next rendezvous would make again (off unless set;
- * the torch adapter sets it): when the last window of a device goes, its
- * device-table chunk is kept, and so is the exported fd of a block of at
- * most MORI_SYMM_WARM_EXPORT_MAX bytes when it was the device's last open
- * one (drivers that drop per-process export state with the last exported
- * fd rebuild it at the next export: docs/performance.md, "Call by call").
- * At most one of each per device, given back by mori_symm_release_all
- * and at exit.  1 keeps, 0 does not, -1 (the default) defers to
- * MORI_SYMM_KEEP_WARM=1, read at each decision.  mori_symm_warm counts
- * what is kept now. */
+/* Keeping warm what the next allocation and rendezvous would make again
+ * (off unless set; the torch adapter sets it): a freed block of at most
+ * MORI_SYMM_WARM_EXPORT_MAX physical bytes is kept, mapped at its address,
+ * when its device keeps none, and the next allocation of that device and
+ * size takes it back (zeroed, as every allocation is) without a VMM call;
+ * when the last window of a device goes, its device-table chunk is kept,
+ * and so is the exported fd of such a block when it was the device's last
+ * open one (drivers that drop per-process export state with the last
+ * exported fd rebuild it at the next export: docs/performance.md, "Call by
+ * call").  At most one of each per device, given back by
+ * mori_symm_release_all and at exit.  1 keeps, 0 does not, -1 (the
+ * default) defers to MORI_SYMM_KEEP_WARM=1, read at each decision.
+ * mori_symm_warm counts the runtime resources kept now (a block's handle,
+ * reservation and mapping are 3; a chunk and an fd 1 each). */
 #define MORI_SYMM_WARM_EXPORT_MAX (4u << 20)
 MORI_API void mori_symm_set_keep_warm(int keep);
 MORI_API int mori_symm_keep_warm(void);

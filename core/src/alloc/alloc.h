@@ -78,6 +78,26 @@ int mori__ledger_add_export(mori_fsm *m, int fd, size_t size, int device);
 /* Closes every kept export; how many are kept. */
 void mori__exports_release_all(void);
 long mori__exports_kept(void);
+/* A freed block's ledger unwound: into the device's kept block
+ * (ledger.c, "the kept block") when may_keep (its teardown met no
+ * failure), the process keeps warm, the block is whole and of at most
+ * MORI_SYMM_WARM_EXPORT_MAX physical bytes, and its device keeps none;
+ * otherwise as mori__unwind(&b->fsm, 0), and a carried fd closed after. */
+struct mori_block;
+int mori__unwind_block(struct mori_block *b, int may_keep);
+/* 1 and the kept block's handle, mapped base and exported fd (-1: none,
+ * else carried by the block that takes it: see carried_fd) if its device
+ * keeps one of size physical bytes and handle_type (out of the slot
+ * then); 0. */
+int mori__kept_block_take(int device, size_t size, int handle_type,
+                          hipMemGenericAllocationHandle_t *handle, void **base, int *fd);
+/* A block's carried fd given back (after its handle's release): the
+ * rollback of an allocation that took a kept block. */
+int mori__carried_fd_release(struct mori_block *b);
+/* Every kept block back to the runtime: 0 or the first failure; and the
+ * runtime resources they hold (3 each, 4 with an exported fd). */
+int mori__kept_blocks_release_all(void);
+long mori__kept_blocks(void);
 /* Gives back one resource before its machine ends (the first rendezvous
  * waited for an allocation's zeroing): out of the ledger, released through
  * its row of the release table. */
@@ -114,6 +134,10 @@ typedef struct mori_block {
   int handle_type;
   hipMemGenericAllocationHandle_t handle;
   int exported_fd;          /* POSIX fd path; -1 otherwise */
+  /* Taken from the device's kept block (ledger.c): that block's exported
+   * fd, outside the ledger until the first rendezvous sends it (the
+   * EXPORT step records it, exporting nothing); -1 otherwise. */
+  int carried_fd;
   hipMemFabricHandle_t fabric;
   /* An allocation on a stream: recorded on the caller's stream after the
    * buffer's zeroing, waited for by the block's first rendezvous (no

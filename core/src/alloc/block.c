@@ -231,34 +231,49 @@ struct alloc_ctx {
   hipMemAllocationProp prop;
   hipStream_t stream; /* where the buffer is zeroed, with stream_order */
   int stream_order;
+  /* A block its device kept warm (ledger.c): its handle and its base,
+   * mapped and accessible, taken by the steps below without a call. */
+  int kept;
+  hipMemGenericAllocationHandle_t kept_handle;
+  void *kept_base;
 };
 
 static int step_create(void *p) {
   struct alloc_ctx *c = p;
   mori_block *b = c->b;
-  MORI_HIP("hipMemCreate", mori_hipMemCreate(&b->handle, b->alloc_size, &c->prop, 0));
+  if (c->kept)
+    b->handle = c->kept_handle;
+  else
+    MORI_HIP("hipMemCreate", mori_hipMemCreate(&b->handle, b->alloc_size, &c->prop, 0));
   return mori__ledger_add(&b->fsm, MORI_RES_PHYS_HANDLE, (uintptr_t)b->handle, b->alloc_size, 0);
 }
 
 static int step_reserve(void *p) {
-  mori_block *b = ((struct alloc_ctx *)p)->b;
-  MORI_HIP("hipMemAddressReserve",
-           mori_hipMemAddressReserve(&b->base, b->alloc_size, b->granularity, NULL, 0));
+  struct alloc_ctx *c = p;
+  mori_block *b = c->b;
+  if (c->kept)
+    b->base = c->kept_base;
+  else
+    MORI_HIP("hipMemAddressReserve",
+             mori_hipMemAddressReserve(&b->base, b->alloc_size, b->granularity, NULL, 0));
   return mori__ledger_add(&b->fsm, MORI_RES_LOCAL_RESERVATION, (uintptr_t)b->base, b->alloc_size,
                           0);
 }
 
 static int step_map(void *p) {
-  mori_block *b = ((struct alloc_ctx *)p)->b;
-  MORI_HIP("hipMemMap", mori_hipMemMap(b->base, b->alloc_size, 0, b->handle, 0));
+  struct alloc_ctx *c = p;
+  mori_block *b = c->b;
+  if (!c->kept) MORI_HIP("hipMemMap", mori_hipMemMap(b->base, b->alloc_size, 0, b->handle, 0));
   return mori__ledger_add(&b->fsm, MORI_RES_LOCAL_MAPPING, (uintptr_t)b->base, b->alloc_size, 0);
 }
 
 static int step_grant(void *p) {
-  mori_block *b = ((struct alloc_ctx *)p)->b;
+  struct alloc_ctx *c = p;
+  mori_block *b = c->b;
   hipMemAccessDesc access = {{hipMemLocationTypeDevice, b->device},
                              hipMemAccessFlagsProtReadWrite};
-  MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(b->base, b->alloc_size, &access, 1));
+  if (!c->kept)
+    MORI_HIP("hipMemSetAccess", mori_hipMemSetAccess(b->base, b->alloc_size, &access, 1));
   return 0;
 }
 
@@ -278,6 +293,12 @@ static int step_export(void *p) {
     MORI_HIP("hipMemExportToShareableHandle",
              mori_hipMemExportToShareableHandle(&b->fabric, b->handle, hipMemHandleTypeFabric, 0));
     return 0;
+  }
+  if (b->carried_fd >= 0) { /* the kept block's own export, still counted open */
+    b->exported_fd = b->carried_fd;
+    b->carried_fd = -1;
+    return mori__ledger_add(&b->fsm, MORI_RES_EXPORTED_FD, (uintptr_t)b->exported_fd,
+                            b->alloc_size, b->device);
   }
   MORI_HIP("hipMemExportToShareableHandle",
            mori_hipMemExportToShareableHandle(&b->exported_fd, b->handle,
@@ -303,6 +324,7 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
                        int stream_order) {
   b->device = device;
   b->exported_fd = -1;
+  b->carried_fd = -1;
   b->buffer_size = size;
   b->signal_pad_size = mori_symm_signal_pad_size();
   b->signal_pad_offset = mori__round_up(size, 16);
@@ -320,16 +342,24 @@ static int alloc_block(mori_block *b, size_t size, int device, hipStream_t strea
   b->alloc_size = mori__round_up(
       b->signal_pad_offset + MORI_WIRE_SIGNAL_AREAS * b->signal_pad_size, gran);
   if (b->signal_pad_size == 0) b->signal_pad_offset = b->alloc_size;
-  struct alloc_ctx c = {b, prop, stream, stream_order};
+  struct alloc_ctx c = {b, prop, stream, stream_order, 0, 0, NULL};
+  /* The ledger's room before a kept block is taken: out of the slot, it
+   * is in no ledger until the steps record it, which then cannot fail
+   * for memory (the driver would reserve it only after the take). */
+  if (mori_fsm_reserve(&b->fsm, mori_fsm_capacity(&b->fsm)) != 0)
+    return mori__nomem("ledger: %s", b->fsm.why);
+  c.kept = mori__kept_block_take(device, b->alloc_size, b->handle_type, &c.kept_handle,
+                                 &c.kept_base, &b->carried_fd);
   mori__step_times t; /* the step times only for the INFO line below */
   int timed = mori__log_level() >= MORI_LOG_INFO;
   int rc = mori__drive(&b->fsm, block_steps, &c, MORI_BS_ALLOCATED, NULL, timed ? &t : NULL);
   if (rc == 0 && timed) {
     char steps[256];
     mori__step_times_format(&t, steps, sizeof steps);
-    MORI_LOG_DEVICE(MORI_LOG_INFO, device, "alloc %zu bytes: base %p, %zu physical, %s; us: %s",
+    MORI_LOG_DEVICE(MORI_LOG_INFO, device, "alloc %zu bytes: base %p, %zu physical, %s%s; us: %s",
                     size, b->base, b->alloc_size,
-                    b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd", steps);
+                    b->handle_type == hipMemHandleTypeFabric ? "fabric" : "posix_fd",
+                    c.kept ? ", the block kept warm" : "", steps);
   }
   return rc;
 }
@@ -377,6 +407,10 @@ static int alloc(size_t size, int device, hipStream_t stream, int stream_order, 
      * (no unmap under a pending memset). */
     if (b->zeroed != NULL) (void)mori_hipEventSynchronize(b->zeroed);
     if (b->fsm.state.block != MORI_BS_FAILED) (void)mori__unwind(&b->fsm, 1);
+    mori__first_error cause; /* the close must not overwrite why alloc failed */
+    (void)mori__first_set(&cause, rc);
+    (void)mori__carried_fd_release(b); /* after the handle's release */
+    (void)mori__first_end(&cause, rc);
     free(b);
     mori__error_prefix("alloc(%zu bytes, device %d): ", size, device);
     *ptr = NULL;

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int release_handle(const mori_ledger_entry *e) {
   MORI_HIP("hipMemRelease", mori_hipMemRelease((hipMemGenericAllocationHandle_t)e->value));
@@ -45,16 +46,16 @@ static int close_fd(const mori_ledger_entry *e) {
  * has the figures).  A process that keeps warm keeps the last exported fd
  * of a device open when its block goes, if the block's memory is small
  * (the fd holds it), until mori_symm_release_all or the exit. */
-static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int open_exports[MORI_MAX_DEVICES];
 static int kept_export[MORI_MAX_DEVICES]; /* the kept fd + 1; 0: none */
 
 int mori__ledger_add_export(mori_fsm *m, int fd, size_t size, int device) {
   MORI_GUARD(mori__ledger_add(m, MORI_RES_EXPORTED_FD, (uintptr_t)fd, size, device));
   if (device >= 0 && device < MORI_MAX_DEVICES) {
-    pthread_mutex_lock(&export_lock);
+    pthread_mutex_lock(&warm_lock);
     open_exports[device]++;
-    pthread_mutex_unlock(&export_lock);
+    pthread_mutex_unlock(&warm_lock);
   }
   return 0;
 }
@@ -62,32 +63,193 @@ int mori__ledger_add_export(mori_fsm *m, int fd, size_t size, int device) {
 static int export_keep(int fd, int device, size_t size) {
   int keep = 0;
   if (device < 0 || device >= MORI_MAX_DEVICES) return 0;
-  pthread_mutex_lock(&export_lock);
+  pthread_mutex_lock(&warm_lock);
   if (open_exports[device] > 0) open_exports[device]--;
   if (open_exports[device] == 0 && kept_export[device] == 0 && size <= MORI_SYMM_WARM_EXPORT_MAX &&
       fd >= 0 && mori_symm_keep_warm()) {
     kept_export[device] = fd + 1;
     keep = 1;
   }
-  pthread_mutex_unlock(&export_lock);
+  pthread_mutex_unlock(&warm_lock);
   return keep;
 }
 
 void mori__exports_release_all(void) {
   for (int d = 0; d < MORI_MAX_DEVICES; d++) {
-    pthread_mutex_lock(&export_lock);
+    pthread_mutex_lock(&warm_lock);
     int fd = kept_export[d] - 1;
     kept_export[d] = 0;
-    pthread_mutex_unlock(&export_lock);
+    pthread_mutex_unlock(&warm_lock);
     if (fd >= 0) (void)mori_close(fd);
   }
 }
 
 long mori__exports_kept(void) {
   long n = 0;
-  pthread_mutex_lock(&export_lock);
+  pthread_mutex_lock(&warm_lock);
   for (int d = 0; d < MORI_MAX_DEVICES; d++) n += kept_export[d] != 0;
-  pthread_mutex_unlock(&export_lock);
+  pthread_mutex_unlock(&warm_lock);
+  return n;
+}
+
+/* ---- the kept block: at most one per device ----
+ *
+ * A process that keeps warm keeps the memory of a freed block of at most
+ * MORI_SYMM_WARM_EXPORT_MAX physical bytes, mapped and accessible at its
+ * address, when its device keeps none yet: the next allocation of that
+ * device and physical size takes it (mori__kept_block_take) instead of
+ * calling hipMemCreate, hipMemAddressReserve, hipMemMap and
+ * hipMemSetAccess, and zeroes it as every allocation is zeroed; the free
+ * that kept it called none of hipMemUnmap, hipMemAddressFree and
+ * hipMemRelease.  Those four calls are most of an allocation's host time
+ * and a third of a free's on a GPU (docs/performance.md, "A freed block
+ * kept").  Its exported fd, if it has one, stays open with it and goes to
+ * the block that takes it, whose first rendezvous sends it instead of
+ * exporting again: on some ROCm releases the fd may not be closed before
+ * the handle's final release (docs/quirks.md, export-fd-lifetime), and
+ * the kept block's release closes it after that release.  Under
+ * warm_lock; full: 0 none, 1 kept, 2 being filled by a teardown's
+ * unwind. */
+static struct {
+  int full;
+  hipMemGenericAllocationHandle_t handle;
+  void *base;
+  size_t size;
+  int handle_type;
+  int fd; /* its exported fd, still counted open (open_exports); -1: none */
+} kept_blocks[MORI_MAX_DEVICES];
+
+struct keep_ctx {
+  mori__first_error first; /* first: mori__release_entry's ctx is this */
+  int device;
+  int got; /* 1: the handle, 2: the reservation */
+};
+
+/* The unwind's row for a kept block: its handle and its mapped
+ * reservation go to the device's slot, everything else is given back. */
+static int keep_entry(void *ctx, const mori_ledger_entry *e) {
+  struct keep_ctx *k = ctx;
+  switch (e->kind) {
+    case MORI_RES_PHYS_HANDLE:
+      kept_blocks[k->device].handle = (hipMemGenericAllocationHandle_t)e->value;
+      k->got |= 1;
+      return 0;
+    case MORI_RES_LOCAL_RESERVATION:
+      kept_blocks[k->device].base = (void *)e->value;
+      kept_blocks[k->device].size = e->size;
+      k->got |= 2;
+      return 0;
+    case MORI_RES_LOCAL_MAPPING:
+      return 0; /* the reservation's, kept with it */
+    case MORI_RES_EXPORTED_FD:
+      kept_blocks[k->device].fd = (int)e->value;
+      return 0;
+    default:
+      return mori__release_entry(&k->first, e);
+  }
+}
+
+/* An exported fd outside any ledger (carried from a kept block, or a kept
+ * block's own), given back through its row after its handle's release. */
+static int release_kept_fd(int fd, size_t size, int device, mori__first_error *first) {
+  if (fd < 0) return 0;
+  mori_ledger_entry e = {MORI_RES_EXPORTED_FD, (uintptr_t)fd, size, device};
+  return mori__release_entry(first, &e);
+}
+
+int mori__unwind_block(mori_block *b, int may_keep) {
+  int d = b->device, keep = 0;
+  int whole = b->fsm.state.block == MORI_BS_ALLOCATED || b->fsm.state.block == MORI_BS_EXPORTED;
+  if (may_keep && whole && d >= 0 && d < MORI_MAX_DEVICES &&
+      b->alloc_size <= MORI_SYMM_WARM_EXPORT_MAX && mori_symm_keep_warm()) {
+    pthread_mutex_lock(&warm_lock);
+    if (kept_blocks[d].full == 0) {
+      kept_blocks[d].full = 2;
+      keep = 1;
+    }
+    pthread_mutex_unlock(&warm_lock);
+  }
+  struct keep_ctx k = {.device = d};
+  int carried = b->carried_fd;
+  b->carried_fd = -1;
+  if (!keep) {
+    /* a fd carried from a kept block this one took and never sent:
+     * closed after the handle's release, as the ledger closes its own */
+    (void)mori__first_keep(&k.first, mori__unwind(&b->fsm, 0));
+    (void)release_kept_fd(carried, b->alloc_size, d, &k.first);
+    return mori__first_end(&k.first, 0);
+  }
+  kept_blocks[d].fd = carried; /* or the ledger's own exported fd, below */
+  int rc = mori_fsm_release(&b->fsm, keep_entry, &k);
+  /* an unwind refused outright visited nothing: nothing is kept, and the
+   * carried fd goes (the ledger keeps the rest, as a failed unwind does) */
+  pthread_mutex_lock(&warm_lock);
+  int fd = kept_blocks[d].fd;
+  kept_blocks[d].full = k.got == 3;
+  kept_blocks[d].handle_type = b->handle_type;
+  pthread_mutex_unlock(&warm_lock);
+  if (k.got != 3) (void)release_kept_fd(fd, b->alloc_size, d, &k.first);
+  if (b->fsm.len == 0 && b->fsm.state.id == MORI_FSM_RELEASED) mori_fsm_destroy(&b->fsm);
+  if (k.first.rc == 0 && rc != 0) return mori__error(MORI_ESTATE, "release: %s", b->fsm.why);
+  return mori__first_end(&k.first, 0);
+}
+
+int mori__kept_block_take(int device, size_t size, int handle_type,
+                          hipMemGenericAllocationHandle_t *handle, void **base, int *fd) {
+  int taken = 0;
+  if (device < 0 || device >= MORI_MAX_DEVICES) return 0;
+  pthread_mutex_lock(&warm_lock);
+  if (kept_blocks[device].full == 1 && kept_blocks[device].size == size &&
+      kept_blocks[device].handle_type == handle_type) {
+    *handle = kept_blocks[device].handle;
+    *base = kept_blocks[device].base;
+    *fd = kept_blocks[device].fd;
+    kept_blocks[device].full = 0;
+    taken = 1;
+  }
+  pthread_mutex_unlock(&warm_lock);
+  return taken;
+}
+
+int mori__carried_fd_release(mori_block *b) {
+  int fd = b->carried_fd;
+  b->carried_fd = -1;
+  mori__first_error first = {0};
+  (void)release_kept_fd(fd, b->alloc_size, b->device, &first);
+  return mori__first_end(&first, 0);
+}
+
+/* A kept block's memory goes as a block's does: unmap, address free,
+ * release, each tried once more if refused (the ledger's retry), then its
+ * exported fd. */
+int mori__kept_blocks_release_all(void) {
+  mori__first_error first = {0};
+  for (int d = 0; d < MORI_MAX_DEVICES; d++) {
+    pthread_mutex_lock(&warm_lock);
+    int full = kept_blocks[d].full == 1, fd = kept_blocks[d].fd;
+    size_t size = kept_blocks[d].size;
+    mori_ledger_entry back[3] = {
+        {MORI_RES_LOCAL_MAPPING, (uintptr_t)kept_blocks[d].base, size, 0},
+        {MORI_RES_LOCAL_RESERVATION, (uintptr_t)kept_blocks[d].base, size, 0},
+        {MORI_RES_PHYS_HANDLE, (uintptr_t)kept_blocks[d].handle, size, 0}};
+    if (full) kept_blocks[d].full = 0;
+    pthread_mutex_unlock(&warm_lock);
+    if (!full) continue;
+    for (int i = 0; i < 3; i++) (void)mori__release_entry(&first, &back[i]);
+    (void)release_kept_fd(fd, size, d, &first);
+  }
+  return mori__first_end(&first, 0);
+}
+
+/* The runtime resources a kept block holds: its handle, its reservation,
+ * its mapping and its exported fd if it has one (what mori_symm_warm
+ * counts). */
+long mori__kept_blocks(void) {
+  long n = 0;
+  pthread_mutex_lock(&warm_lock);
+  for (int d = 0; d < MORI_MAX_DEVICES; d++)
+    n += kept_blocks[d].full == 1 ? 3 + (kept_blocks[d].fd >= 0) : 0;
+  pthread_mutex_unlock(&warm_lock);
   return n;
 }
 
@@ -210,8 +372,17 @@ static void *ledger_alloc(void *ptr, size_t size) {
   return mori_realloc(ptr, size);
 }
 
+/* A forked child has none of the parent's runtime memory (arena.c and
+ * base/device.c start it from nothing too): it must not take the parent's
+ * kept block, whose memory the parent may hand out again. */
+static void atfork_child(void) {
+  pthread_mutex_init(&warm_lock, NULL);
+  memset(kept_blocks, 0, sizeof kept_blocks);
+}
+
 __attribute__((constructor)) static void ledgers_use_the_seam(void) {
   mori_fsm_set_allocator(ledger_alloc);
+  pthread_atfork(NULL, NULL, atfork_child);
 }
 
 int mori__ledger_add(mori_fsm *m, mori_res kind, uintptr_t value, size_t size, int aux) {

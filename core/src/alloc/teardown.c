@@ -30,7 +30,8 @@ int mori__teardown(mori_block *b) {
   for (mori_window *w = b->windows; w != NULL; w = w->next)
     (void)mori__first_keep(&first, window_unwind(w));
   double t2 = timed ? mori__log_clock_us() : 0;
-  int rc = mori__first_end(&first, mori__unwind(&b->fsm, 0));
+  /* kept warm (ledger.c) only after a teardown that met no failure */
+  int rc = mori__first_end(&first, mori__unwind_block(b, first.rc == 0));
   MORI_LOG_DEVICE(MORI_LOG_INFO, b->device,
                   "block %p torn down%s; us: synchronize %.0f windows %.0f block %.0f", b->base,
                   rc ? " (errors)" : "", t1 - t0, t2 - t1, timed ? mori__log_clock_us() - t2 : 0);
