@@ -638,6 +638,16 @@ static int warm_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
     CHECK(mori_symm_free(base) == 0, "free: %s", mori_last_error());
     WARM_STATE(group, fd, 1, 3 + fd + 1);
   }
+  /* taken back, then freed unsent while another block of its size fills
+   * the slot: released, and the fd it carried given back after its handle
+   * (kept as the warm export: it was the device's last open one) */
+  void *x = NULL, *y = NULL;
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &x) == 0 && x == kept, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_alloc(MiB, ctx->rank, &y) == 0, "alloc: %s", mori_last_error());
+  CHECK(mori_symm_free(y) == 0, "free: %s", mori_last_error());
+  CHECK(mori_symm_free(x) == 0, "free: %s", mori_last_error());
+  WARM_STATE("a block carrying an fd freed unsent, the slot full", fd, 1, 3 + fd + 1);
+  kept = y;
   CHECK(mori_symm_alloc(3 * MiB, ctx->rank, &other) == 0, "alloc: %s", mori_last_error());
   CHECK(other != kept && vmm_handles() == 2, "a block of another size took the kept one");
   CHECK(mori_symm_free(other) == 0, "free: %s", mori_last_error());

@@ -584,16 +584,15 @@ static int open_window(struct rank_run *run, int *phase, char *msg, size_t msgle
   }
   TRY_HIP(mori_hipGetDeviceCount(&ndev), "hipGetDeviceCount");
   /* The first allocation brings the runtime up (contexts, driver fds):
-   * time it apart, and take the fd baseline after it.  Its block is not
-   * kept warm (MORI_SYMM_KEEP_WARM=1), whose memory would hold fds in the
-   * baseline that release_all gives back before the last count. */
+   * time it apart, and take the fd baseline after it.  Its block is
+   * larger than a block kept warm (MORI_SYMM_KEEP_WARM=1), whose memory
+   * would hold fds in the baseline that release_all gives back before the
+   * last count. */
   void *warm = NULL;
   double t0 = cli_now_us();
-  mori_symm_set_keep_warm(0);
-  int up = mori_symm_alloc(1, ctx->rank % ndev, &warm);
-  if (up == 0) up = mori_symm_free(warm);
-  mori_symm_set_keep_warm(-1); /* the demo never sets it: the variable decides */
-  TRY(up, "warm-up alloc and free");
+  TRY(mori_symm_alloc((size_t)MORI_SYMM_WARM_EXPORT_MAX + 1, ctx->rank % ndev, &warm),
+      "warm-up alloc");
+  TRY(mori_symm_free(warm), "warm-up free");
   run->rep.init_us = cli_now_us() - t0;
   run->fds0 = mori_count_fds();
   t0 = cli_now_us();

@@ -180,17 +180,19 @@ int mori__unwind_block(mori_block *b, int may_keep) {
     return mori__first_end(&k.first, 0);
   }
   kept_blocks[d].fd = carried; /* or the ledger's own exported fd, below */
-  int rc = mori_fsm_release(&b->fsm, keep_entry, &k);
-  /* an unwind refused outright visited nothing: nothing is kept, and the
-   * carried fd goes (the ledger keeps the rest, as a failed unwind does) */
+  /* ALLOCATED and EXPORTED hold exactly one handle, reservation and
+   * mapping, and release from either visits every entry (a failed
+   * release is in k.first) */
+  int from = b->fsm.state.id;
+  (void)mori_fsm_release(&b->fsm, keep_entry, &k);
+  if (k.got != 3)
+    mori__bug("block %p: its unwind from %s kept %s", b->base,
+              mori_fsm_state_name(from), k.got & 1 ? "no reservation" : "no handle");
   pthread_mutex_lock(&warm_lock);
-  int fd = kept_blocks[d].fd;
-  kept_blocks[d].full = k.got == 3;
+  kept_blocks[d].full = 1;
   kept_blocks[d].handle_type = b->handle_type;
   pthread_mutex_unlock(&warm_lock);
-  if (k.got != 3) (void)release_kept_fd(fd, b->alloc_size, d, &k.first);
-  if (b->fsm.len == 0 && b->fsm.state.id == MORI_FSM_RELEASED) mori_fsm_destroy(&b->fsm);
-  if (k.first.rc == 0 && rc != 0) return mori__error(MORI_ESTATE, "release: %s", b->fsm.why);
+  mori_fsm_destroy(&b->fsm); /* RELEASED, empty */
   return mori__first_end(&k.first, 0);
 }
 
