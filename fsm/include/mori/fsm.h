@@ -64,7 +64,8 @@ extern "C" {
     "the fd of hipMemExportToShareableHandle (aux: the device); closed after the final "          \
     "hipMemRelease, which some ROCm releases tie to it (mori #618, docs/quirks.md "               \
     "export-fd-lifetime), or kept open after it as the device's warm export "                     \
-    "(mori_symm_keep_warm)")                                                                      \
+    "(mori_symm_keep_warm); a block kept warm keeps it, and the block that takes "                \
+    "that one back records it at EXPORT instead of exporting")                                    \
   X(BLOCK_REF, 5, NONE, BORROWED, "block reference", "block references",                          \
     "the block it attached to, borrowed")                                                         \
   X(CHANNEL, 6, NONE, IN_ORDER, "channel", "channels", "the bound fd-channel socket")             \
