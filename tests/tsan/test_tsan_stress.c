@@ -191,6 +191,44 @@ static void alloc_and_free_on_threads_while_another_rendezvouses(void **s) {
   run_world(2, churn_rank);
 }
 
+/* ---- the kept block, taken and kept on threads while another counts ----
+ * Keeping warm: threads allocate and free blocks of one size, so each
+ * free may keep its block and each allocation may take the kept one,
+ * while another thread reads what is kept (mori_symm_warm) throughout. */
+
+enum { WARM_THREADS = 3, WARM_ROUNDS = 40, WARM_COUNTS = 4000 };
+
+static void *warm_churn(void *p) {
+  worker *t = p;
+  if (t->index == 0) {
+    for (int i = 0; i < WARM_COUNTS; i++)
+      if (mori_symm_warm() < 0) return fail_at(t, "warm count %d below 0", i);
+    return NULL;
+  }
+  for (int i = 0; i < WARM_ROUNDS; i++) {
+    void *a = NULL;
+    if (mori_symm_alloc(256 * KiB, t->ctx->rank, &a) != 0)
+      return fail_at(t, "alloc %d: %s", i, mori_last_error());
+    if (mori_symm_free(a) != 0) return fail_at(t, "free %d: %s", i, mori_last_error());
+  }
+  return NULL;
+}
+
+static int warm_rank(const mori_rank_ctx *ctx, char *msg, size_t msglen) {
+  if (setup(ctx, msg, msglen)) return 1;
+  mori_symm_set_keep_warm(1);
+  int fds0 = mori_count_fds();
+  if (run_threads(ctx, 1 + WARM_THREADS, warm_churn, NULL, msg, msglen)) return 1;
+  CHECK(mori_symm_warm() == 3, "%ld runtime resources kept after the churn, expected a "
+        "block's 3", mori_symm_warm());
+  return finish(ctx, fds0, msg, msglen);
+}
+
+static void kept_blocks_taken_and_kept_on_threads_while_another_counts(void **s) {
+  (void)s;
+  run_world(1, warm_rank);
+}
+
 /* ---- two groups on two threads ----
  * Each thread has its own group and its own blocks; rank 1 starts with
  * beta (its alpha thread begins once beta waits on the store), rank 0 in
@@ -487,6 +525,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shim_and_config_globals_read_and_set_concurrently),
       cmocka_unit_test(alloc_and_free_on_threads_while_another_rendezvouses),
+      cmocka_unit_test(kept_blocks_taken_and_kept_on_threads_while_another_counts),
       cmocka_unit_test(two_groups_rendezvous_on_two_threads),
       cmocka_unit_test(two_groups_agree_their_incarnations_on_two_threads),
       cmocka_unit_test(one_block_and_group_from_two_threads_is_one_rendezvous),
