@@ -46,6 +46,7 @@ static int close_fd(const mori_ledger_entry *e) {
  * has the figures).  A process that keeps warm keeps the last exported fd
  * of a device open when its block goes, if the block's memory is small
  * (the fd holds it), until mori_symm_release_all or the exit. */
+/* guards these counts, the kept export and the kept blocks (below) */
 static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int open_exports[MORI_MAX_DEVICES];
 static int kept_export[MORI_MAX_DEVICES]; /* the kept fd + 1; 0: none */
